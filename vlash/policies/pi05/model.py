@@ -1,0 +1,182 @@
+"""pi0.5 in plain PyTorch: SigLIP + Gemma VLM prefix, Gemma action expert with adaRMS time conditioning.
+
+The unit of every engine is the split
+    prefill(inputs) -> PrefixCache          # images + prompt through the VLM, once per observation
+    denoise_step(x_t, tau, cache) -> v      # action expert, per-token time tau [B, H]
+At layer l the action tokens attend to VLM layer l's cached K/V plus their own (joint attention).
+`forward_joint` runs prefix and suffix in one pass (training path; equals prefill + denoise_step).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from vlash.errors import ShapeError
+from vlash.policies.pi05.config import Pi05Config
+from vlash.policies.pi05.gemma import GemmaStack
+from vlash.policies.pi05.layers import allowed_from_ar, attend, attention_bias, rope_tables
+from vlash.policies.pi05.siglip import SiglipVisionTower
+
+
+@dataclass
+class Pi05Inputs:
+    """A model-ready batch (after preprocessing)."""
+
+    images: Tensor  # [B, C, 3, S, S] float in [-1, 1], cameras in config order
+    image_masks: Tensor  # [B, C] bool, False = camera absent (its tokens are masked out)
+    tokens: Tensor  # [B, L] int64 prompt ids, right-padded
+    token_masks: Tensor  # [B, L] bool, False = padding
+
+    @property
+    def batch_size(self) -> int:
+        return self.tokens.shape[0]
+
+
+@dataclass
+class PrefixCache:
+    """Everything a denoise step needs from the observation; fixed for all N steps."""
+
+    keys: Tensor  # [depth, B, K, P, hd] post-RoPE keys of every VLM layer
+    values: Tensor  # [depth, B, K, P, hd]
+    suffix_bias: Tensor  # [B, 1, H, P + H] additive attention bias of the action tokens
+    suffix_cos: Tensor  # [B, 1, H, hd/2] RoPE tables at the action positions
+    suffix_sin: Tensor
+
+
+def sincos_time_embedding(tau: Tensor, dim: int, min_period: float, max_period: float) -> Tensor:
+    """openpi posemb_sincos on per-token times tau [B, H] -> [B, H, dim] fp32, [sin | cos]."""
+    fraction = torch.linspace(0.0, 1.0, dim // 2, dtype=torch.float64, device=tau.device)
+    period = min_period * (max_period / min_period) ** fraction
+    freq = (2.0 * math.pi / period).float()
+    arg = tau.float()[..., None] * freq
+    return torch.cat([arg.sin(), arg.cos()], dim=-1)
+
+
+class Pi05Model(nn.Module):
+    def __init__(self, config: Pi05Config) -> None:
+        super().__init__()
+        self.config = config
+        vlm_w, exp_w = config.vlm.width, config.expert.width
+        self.vision = SiglipVisionTower(config.vision)
+        self.projector = nn.Linear(config.vision.width, vlm_w)
+        self.vlm = GemmaStack(config.vlm, vocab_size=config.vocab_size)
+        self.expert = GemmaStack(config.expert, cond_dim=exp_w)
+        self.action_in_proj = nn.Linear(config.action_dim, exp_w)
+        self.action_out_proj = nn.Linear(exp_w, config.action_dim)
+        self.time_mlp_in = nn.Linear(exp_w, exp_w)
+        self.time_mlp_out = nn.Linear(exp_w, exp_w)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.action_in_proj.weight.dtype
+
+    # ---------------------------------------------------------------- prefix
+    def embed_prefix(self, inputs: Pi05Inputs) -> tuple[Tensor, Tensor]:
+        """[image tokens per camera | text tokens] -> (tokens [B, P, W], valid mask [B, P])."""
+        self._check_inputs(inputs)
+        batch, cams = inputs.image_masks.shape
+        patches = self.config.vision.num_patches
+        flat = inputs.images.flatten(0, 1).to(self.dtype)
+        image_tokens = self.projector(self.vision(flat)).view(batch, cams * patches, -1)
+        image_valid = inputs.image_masks.repeat_interleave(patches, dim=1)
+        text = self.vlm.embed_tokens(inputs.tokens)
+        text = text * torch.tensor(math.sqrt(self.config.vlm.width), dtype=text.dtype)
+        tokens = torch.cat([image_tokens, text], dim=1)
+        return tokens, torch.cat([image_valid, inputs.token_masks.bool()], dim=1)
+
+    @torch.no_grad()
+    def prefill(self, inputs: Pi05Inputs) -> PrefixCache:
+        return self.encode_prefix(inputs)[0]
+
+    def encode_prefix(self, inputs: Pi05Inputs) -> tuple[PrefixCache, Tensor]:
+        """Prefill, also returning the VLM's final-norm output [B, P, W] (openpi's prefix_out; for checks)."""
+        x, valid = self.embed_prefix(inputs)
+        cfg = self.config.vlm
+        positions = torch.cumsum(valid.long(), dim=1) - 1
+        cos, sin = rope_tables(positions, cfg.head_dim, cfg.rope_base)
+        bias = attention_bias(valid[:, None, :] & valid[:, :, None], x.dtype)
+        keys, values = [], []
+        for layer in self.vlm.layers:
+            qkv = layer.project_qkv(x, cos, sin)
+            keys.append(qkv.k)
+            values.append(qkv.v)
+            x = layer.finish(x, attend(qkv.q, qkv.k, qkv.v, bias), qkv)
+        return self._make_cache(torch.stack(keys), torch.stack(values), valid), self.vlm.final_norm(x)
+
+    def _make_cache(self, keys: Tensor, values: Tensor, prefix_valid: Tensor) -> PrefixCache:
+        batch, horizon = prefix_valid.shape[0], self.config.action_horizon
+        device = prefix_valid.device
+        suffix_valid = torch.ones(batch, horizon, dtype=torch.bool, device=device)
+        allowed = torch.cat([prefix_valid[:, None, :].expand(batch, horizon, -1),
+                             suffix_valid[:, :, None].expand(batch, horizon, horizon)], dim=2)
+        positions = prefix_valid.long().sum(dim=1, keepdim=True) + torch.arange(horizon, device=device)
+        cos, sin = rope_tables(positions, self.config.expert.head_dim, self.config.expert.rope_base)
+        return PrefixCache(keys=keys, values=values, suffix_bias=attention_bias(allowed, keys.dtype),
+                           suffix_cos=cos, suffix_sin=sin)
+
+    # ---------------------------------------------------------------- suffix
+    def time_condition(self, tau: Tensor) -> Tensor:
+        """Per-token adaRMS condition [B, H, W_expert] from per-token flow time tau [B, H]."""
+        cfg = self.config
+        emb = sincos_time_embedding(tau, cfg.expert.width, cfg.time_min_period, cfg.time_max_period)
+        return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb.to(self.dtype)))))
+
+    def denoise_step(self, x_t: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
+        """Velocity v [B, H, A] (model dtype) for noisy actions x_t [B, H, A] at per-token times tau [B, H]."""
+        self._check_suffix(x_t, tau)
+        cond = self.time_condition(tau)
+        x = self.action_in_proj(x_t.to(self.dtype))
+        for layer, keys, values in zip(self.expert.layers, cache.keys, cache.values, strict=True):
+            qkv = layer.project_qkv(x, cache.suffix_cos, cache.suffix_sin, cond)
+            k = torch.cat([keys, qkv.k], dim=2)
+            v = torch.cat([values, qkv.v], dim=2)
+            x = layer.finish(x, attend(qkv.q, k, v, cache.suffix_bias), qkv, cond)
+        return self.action_out_proj(self.expert.final_norm(x, cond))
+
+    # ---------------------------------------------------------------- joint (training) path
+    def forward_joint(self, inputs: Pi05Inputs, x_t: Tensor, tau: Tensor) -> Tensor:
+        """One forward over [prefix; actions] with openpi's training mask; returns v [B, H, A]."""
+        self._check_suffix(x_t, tau)
+        prefix, prefix_valid = self.embed_prefix(inputs)
+        cond = self.time_condition(tau)
+        suffix = self.action_in_proj(x_t.to(self.dtype))
+        batch, plen, horizon = prefix.shape[0], prefix.shape[1], suffix.shape[1]
+        valid = torch.cat([prefix_valid, prefix_valid.new_ones(batch, horizon)], dim=1)
+        ar = torch.zeros(plen + horizon, dtype=torch.bool, device=valid.device)
+        ar[plen] = True  # actions start a new block: prefix cannot see them, they see everything before
+        bias = attention_bias(allowed_from_ar(valid, ar), prefix.dtype)
+        cfg = self.config.vlm
+        cos, sin = rope_tables(torch.cumsum(valid.long(), dim=1) - 1, cfg.head_dim, cfg.rope_base)
+        split = (cos[:, :, :plen], sin[:, :, :plen]), (cos[:, :, plen:], sin[:, :, plen:])
+        for vlm_layer, exp_layer in zip(self.vlm.layers, self.expert.layers, strict=True):
+            pq = vlm_layer.project_qkv(prefix, *split[0])
+            sq = exp_layer.project_qkv(suffix, *split[1], cond)
+            q, k, v = (torch.cat([a, b.to(a.dtype)], dim=2) for a, b in ((pq.q, sq.q), (pq.k, sq.k), (pq.v, sq.v)))
+            out = attend(q, k, v, bias)
+            prefix = vlm_layer.finish(prefix, out[:, :plen], pq)
+            suffix = exp_layer.finish(suffix, out[:, plen:], sq, cond)
+        return self.action_out_proj(self.expert.final_norm(suffix, cond))
+
+    # ---------------------------------------------------------------- checks
+    def _check_inputs(self, inputs: Pi05Inputs) -> None:
+        cfg = self.config
+        size = cfg.vision.image_size
+        batch = inputs.tokens.shape[0]
+        want = {"images": (batch, cfg.num_cameras, 3, size, size), "image_masks": (batch, cfg.num_cameras),
+                "tokens": (batch, cfg.max_token_len), "token_masks": (batch, cfg.max_token_len)}
+        for name, shape in want.items():
+            got = tuple(getattr(inputs, name).shape)
+            if got != shape:
+                raise ShapeError(f"pi05 inputs.{name}: expected {shape}, got {got}")
+
+    def _check_suffix(self, x_t: Tensor, tau: Tensor) -> None:
+        horizon, action_dim = self.config.action_horizon, self.config.action_dim
+        if x_t.ndim != 3 or x_t.shape[1:] != (horizon, action_dim):
+            raise ShapeError(f"pi05 x_t: expected [B, {horizon}, {action_dim}], got {tuple(x_t.shape)}")
+        if tuple(tau.shape) != tuple(x_t.shape[:2]):
+            raise ShapeError(f"pi05 tau: expected per-token times {tuple(x_t.shape[:2])}, got {tuple(tau.shape)}")

@@ -1,0 +1,81 @@
+"""Guided inference-time Real-Time Chunking (RTC, arXiv 2506.07339; ALGORITHMS.md §4a).
+
+The new chunk is inpainted toward the not-yet-executed remainder Y of the previous chunk.
+Our convention (t = 1 noise, v ≈ eps - a, Euler steps with dt < 0): the predicted clean
+actions are a1_hat = x - tau * v, and the guided velocity is v - w * J^T[(Y - a1_hat) * W],
+which moves a1_hat toward Y (x gains |dt| * w * g).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from vlash.sampling.velocity import VelocityFn, eval_velocity
+
+
+@dataclass(frozen=True)
+class GuidanceConfig:
+    """Settings of guided RTC. Guidance needs the constant schedule."""
+
+    execution_horizon: int  # s: actions of a chunk executed before the next one takes over (>= 1)
+    max_weight: float = 5.0  # beta: upper clip of the guidance weight (paper: 5-10), > 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.execution_horizon, int) or self.execution_horizon < 1:
+            raise ValueError(f"execution_horizon must be an int >= 1, got {self.execution_horizon!r}")
+        if not (math.isfinite(self.max_weight) and self.max_weight > 0):
+            raise ValueError(f"max_weight must be a finite float > 0, got {self.max_weight!r}")
+
+
+def rtc_soft_mask(horizon: int, delay: int, execution_horizon: int) -> Tensor:
+    """Soft inpainting mask W, fp32 [H].
+
+    W_i = 1 for i < d; W_i = c_i (e^{c_i} - 1) / (e - 1) with c_i = (H - s - i) / (H - s - d + 1)
+    for d <= i < H - s; 0 for i >= H - s. Requires 0 <= d and d + s <= H.
+    """
+    h, d, s = horizon, delay, execution_horizon
+    if h < 1:
+        raise ValueError(f"horizon must be >= 1, got {h!r}")
+    if d < 0 or s < 0 or d + s > h:
+        raise ValueError(f"need delay >= 0, execution_horizon >= 0 and delay + execution_horizon <= {h}, "
+                         f"got delay={d!r}, execution_horizon={s!r}")
+    i = torch.arange(h, dtype=torch.float64)
+    c = (h - s - i) / (h - s - d + 1)
+    w = c * torch.expm1(c) / (math.e - 1.0)
+    w = torch.where(i < d, torch.ones_like(w), w)
+    w = torch.where(i >= h - s, torch.zeros_like(w), w)
+    return w.float()
+
+
+def guidance_weight(t: float, max_weight: float) -> float:
+    """RTC weight w = min(beta, (1 - r) / (r * r2)) with r = 1 - t, r2 = (1 - r)^2 / (r^2 + (1 - r)^2).
+
+    `t` is the global (constant-schedule) time of the step, 1 at the first step. At r = 0 (the
+    first step) and r = 1 the raw weight is unbounded and the result is beta.
+    """
+    r = 1.0 - t
+    if r <= 0.0 or r >= 1.0:
+        return float(max_weight)
+    r2 = (1.0 - r) ** 2 / (r**2 + (1.0 - r) ** 2)
+    return float(min(max_weight, (1.0 - r) / (r * r2)))
+
+
+def guided_velocity(
+    velocity_fn: VelocityFn, x: Tensor, tau: Tensor, target: Tensor, mask: Tensor, weight: float
+) -> Tensor:
+    """One guided velocity evaluation: v - weight * J^T[(target - a1_hat) * mask], fp32 [B, H, A].
+
+    x: fp32 [B, H, A]; tau: fp32 [B, H]; target: fp32 [B, H, A]; mask: fp32 [H].
+    Costs one vector-Jacobian product through `velocity_fn`.
+    """
+    with torch.enable_grad():
+        x_in = x.detach().requires_grad_(True)
+        v = eval_velocity(velocity_fn, x_in, tau)
+        a1_hat = x_in - tau[..., None] * v
+        err = (target - a1_hat.detach()) * mask[None, :, None]
+        (g,) = torch.autograd.grad(a1_hat, x_in, grad_outputs=err)
+    return v.detach() - weight * g
