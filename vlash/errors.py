@@ -19,5 +19,12 @@ class EngineUnavailable(VlashError, RuntimeError):
     """An inference backend cannot run here (missing extra, no device); the message says how to fix it."""
 
 
-__all__ = ["CheckpointError", "ConfigError", "DeadlineExceeded", "EngineUnavailable", "ProtocolError",
-           "ShapeError", "VlashError"]
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "DeadlineExceeded",
+    "EngineUnavailable",
+    "ProtocolError",
+    "ShapeError",
+    "VlashError",
+]

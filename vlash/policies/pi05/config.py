@@ -33,8 +33,15 @@ class SiglipConfig:
     layer_norm_eps: float = 1e-6  # flax LayerNorm default
 
     def __post_init__(self) -> None:
-        _check_positive("vision", width=self.width, depth=self.depth, mlp_dim=self.mlp_dim,
-                        num_heads=self.num_heads, patch_size=self.patch_size, image_size=self.image_size)
+        _check_positive(
+            "vision",
+            width=self.width,
+            depth=self.depth,
+            mlp_dim=self.mlp_dim,
+            num_heads=self.num_heads,
+            patch_size=self.patch_size,
+            image_size=self.image_size,
+        )
         if self.width % self.num_heads:
             raise ConfigError(f"vision.width {self.width} is not divisible by num_heads {self.num_heads}")
         if self.image_size % self.patch_size:
@@ -59,8 +66,15 @@ class GemmaConfig:
     rope_base: float = 10_000.0  # RoPE timescale base
 
     def __post_init__(self) -> None:
-        _check_positive("gemma", width=self.width, depth=self.depth, mlp_dim=self.mlp_dim,
-                        num_heads=self.num_heads, num_kv_heads=self.num_kv_heads, head_dim=self.head_dim)
+        _check_positive(
+            "gemma",
+            width=self.width,
+            depth=self.depth,
+            mlp_dim=self.mlp_dim,
+            num_heads=self.num_heads,
+            num_kv_heads=self.num_kv_heads,
+            head_dim=self.head_dim,
+        )
         if self.num_heads % self.num_kv_heads:
             raise ConfigError(f"gemma.num_heads {self.num_heads} not divisible by num_kv_heads {self.num_kv_heads}")
 
@@ -77,15 +91,24 @@ class Pi05Config:
     action_dim: int = 32  # padded action/state width
     action_horizon: int = 50  # chunk length H
     max_token_len: int = 200  # prompt length (right-padded)
-    camera_names: tuple[str, ...] = ("base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb")  # image slots, in token order
+    camera_names: tuple[str, ...] = (
+        "base_0_rgb",
+        "left_wrist_0_rgb",
+        "right_wrist_0_rgb",
+    )  # image slots, in token order
     num_steps: int = 10  # default Euler steps
     time_min_period: float = 4e-3  # sin/cos time embedding periods
     time_max_period: float = 4.0
 
     def __post_init__(self) -> None:
-        _check_positive(self.name, vocab_size=self.vocab_size, action_dim=self.action_dim,
-                        action_horizon=self.action_horizon, max_token_len=self.max_token_len,
-                        num_steps=self.num_steps)
+        _check_positive(
+            self.name,
+            vocab_size=self.vocab_size,
+            action_dim=self.action_dim,
+            action_horizon=self.action_horizon,
+            max_token_len=self.max_token_len,
+            num_steps=self.num_steps,
+        )
         if not self.camera_names:
             raise ConfigError(f"{self.name}: camera_names must name at least one camera")
         if len(set(self.camera_names)) != len(self.camera_names):
@@ -93,8 +116,10 @@ class Pi05Config:
         shared = ("depth", "num_heads", "num_kv_heads", "head_dim")
         for attr in shared:  # joint attention needs the two stacks to line up layer by layer
             if getattr(self.vlm, attr) != getattr(self.expert, attr):
-                raise ConfigError(f"{self.name}: vlm.{attr}={getattr(self.vlm, attr)} must equal "
-                                  f"expert.{attr}={getattr(self.expert, attr)}")
+                raise ConfigError(
+                    f"{self.name}: vlm.{attr}={getattr(self.vlm, attr)} must equal "
+                    f"expert.{attr}={getattr(self.expert, attr)}"
+                )
         if self.expert.width % 2:
             raise ConfigError(f"{self.name}: expert.width {self.expert.width} must be even (sin/cos time embedding)")
 

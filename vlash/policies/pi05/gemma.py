@@ -97,8 +97,9 @@ class GemmaStack(nn.Module):
         if vocab_size is not None:
             self.embed_tokens = nn.Embedding(vocab_size, cfg.width)
         self.layers = nn.ModuleList(GemmaLayer(cfg, cond_dim) for _ in range(cfg.depth))
-        self.norm = AdaRMSNorm(cfg.width, cond_dim, cfg.rms_norm_eps) if cond_dim else RMSNorm(cfg.width,
-                                                                                               cfg.rms_norm_eps)
+        self.norm = (
+            AdaRMSNorm(cfg.width, cond_dim, cfg.rms_norm_eps) if cond_dim else RMSNorm(cfg.width, cfg.rms_norm_eps)
+        )
 
     def final_norm(self, x: Tensor, cond: Tensor | None = None) -> Tensor:
         if cond is None:

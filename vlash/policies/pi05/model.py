@@ -112,12 +112,18 @@ class Pi05Model(nn.Module):
         batch, horizon = prefix_valid.shape[0], self.config.action_horizon
         device = prefix_valid.device
         suffix_valid = torch.ones(batch, horizon, dtype=torch.bool, device=device)
-        allowed = torch.cat([prefix_valid[:, None, :].expand(batch, horizon, -1),
-                             suffix_valid[:, :, None].expand(batch, horizon, horizon)], dim=2)
+        allowed = torch.cat(
+            [
+                prefix_valid[:, None, :].expand(batch, horizon, -1),
+                suffix_valid[:, :, None].expand(batch, horizon, horizon),
+            ],
+            dim=2,
+        )
         positions = prefix_valid.long().sum(dim=1, keepdim=True) + torch.arange(horizon, device=device)
         cos, sin = rope_tables(positions, self.config.expert.head_dim, self.config.expert.rope_base)
-        return PrefixCache(keys=keys, values=values, suffix_bias=attention_bias(allowed, keys.dtype),
-                           suffix_cos=cos, suffix_sin=sin)
+        return PrefixCache(
+            keys=keys, values=values, suffix_bias=attention_bias(allowed, keys.dtype), suffix_cos=cos, suffix_sin=sin
+        )
 
     # ---------------------------------------------------------------- suffix
     def time_condition(self, tau: Tensor) -> Tensor:
@@ -167,8 +173,12 @@ class Pi05Model(nn.Module):
         cfg = self.config
         size = cfg.vision.image_size
         batch = inputs.tokens.shape[0]
-        want = {"images": (batch, cfg.num_cameras, 3, size, size), "image_masks": (batch, cfg.num_cameras),
-                "tokens": (batch, cfg.max_token_len), "token_masks": (batch, cfg.max_token_len)}
+        want = {
+            "images": (batch, cfg.num_cameras, 3, size, size),
+            "image_masks": (batch, cfg.num_cameras),
+            "tokens": (batch, cfg.max_token_len),
+            "token_masks": (batch, cfg.max_token_len),
+        }
         for name, shape in want.items():
             got = tuple(getattr(inputs, name).shape)
             if got != shape:

@@ -104,9 +104,11 @@ def convert_openpi_params(params: Mapping[str, Array], config: Pi05Config) -> di
     out: dict[str, torch.Tensor] = {}
     for ours, (path, fn) in _global_rules().items():
         out[ours] = torch.from_numpy(np.ascontiguousarray(fn(take(path))))
-    stacks = (("vision.encoder.layers", _siglip_layer_rules(), config.vision.depth),
-              ("vlm.layers", _gemma_layer_rules("", adaptive=False), config.vlm.depth),
-              ("expert.layers", _gemma_layer_rules("_1", adaptive=True), config.expert.depth))
+    stacks = (
+        ("vision.encoder.layers", _siglip_layer_rules(), config.vision.depth),
+        ("vlm.layers", _gemma_layer_rules("", adaptive=False), config.vlm.depth),
+        ("expert.layers", _gemma_layer_rules("_1", adaptive=True), config.expert.depth),
+    )
     for prefix, rules, depth in stacks:
         for ours, (path, fn) in rules.items():
             stacked = take(path)

@@ -1,0 +1,80 @@
+"""pi05 model: the prefill / denoise_step split equals one joint forward; per-token time; shape errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.policies.helpers import random_inputs
+from vlash.errors import ShapeError
+from vlash.policies.checkpoint import build_random
+from vlash.policies.pi05 import load_preset
+
+
+@pytest.fixture(scope="module")
+def two_camera_tiny():
+    config = load_preset("pi05-tiny").with_overrides(camera_names=["base_0_rgb", "wrist_0_rgb"])
+    return build_random(config, seed=1)
+
+
+@pytest.mark.parametrize("per_token_time", [False, True])
+def test_cached_denoise_step_equals_joint_forward(two_camera_tiny, per_token_time):
+    model, cfg = two_camera_tiny, two_camera_tiny.config
+    inputs = random_inputs(cfg, batch=2, valid_tokens=(cfg.max_token_len, 9), masked_camera=(1, 1))
+    x_t = torch.randn(2, cfg.action_horizon, cfg.action_dim)
+    tau = torch.rand(2, cfg.action_horizon) if per_token_time else torch.full((2, cfg.action_horizon), 0.7)
+    with torch.no_grad():
+        cached = model.denoise_step(x_t, tau, model.prefill(inputs))
+        joint = model.forward_joint(inputs, x_t, tau)
+    torch.testing.assert_close(cached, joint, atol=1e-5, rtol=0)
+
+
+def test_per_token_time_conditions_each_action(two_camera_tiny):
+    model, cfg = two_camera_tiny, two_camera_tiny.config
+    inputs = random_inputs(cfg, batch=1)
+    x_t = torch.randn(1, cfg.action_horizon, cfg.action_dim)
+    with torch.no_grad():
+        cache = model.prefill(inputs)
+        base = model.denoise_step(x_t, torch.full((1, cfg.action_horizon), 0.5), cache)
+        tau = torch.full((1, cfg.action_horizon), 0.5)
+        tau[0, 0] = 0.0
+        changed = model.denoise_step(x_t, tau, cache)
+    assert not torch.allclose(base[0, 0], changed[0, 0])  # its own condition changed
+    assert not torch.allclose(base[0, 1:], changed[0, 1:])  # others see it through attention
+
+
+def test_padding_tokens_do_not_change_velocity(two_camera_tiny):
+    model, cfg = two_camera_tiny, two_camera_tiny.config
+    inputs = random_inputs(cfg, batch=1, valid_tokens=(7,))
+    x_t, tau = torch.randn(1, cfg.action_horizon, cfg.action_dim), torch.rand(1, cfg.action_horizon)
+    with torch.no_grad():
+        before = model.denoise_step(x_t, tau, model.prefill(inputs))
+        inputs.tokens[0, 7:] = 5  # padded ids are masked: any value gives the same actions
+        after = model.denoise_step(x_t, tau, model.prefill(inputs))
+    assert torch.equal(before, after)
+
+
+def test_bad_shapes_raise_shape_error(two_camera_tiny):
+    model, cfg = two_camera_tiny, two_camera_tiny.config
+    inputs = random_inputs(cfg, batch=1)
+    inputs.images = inputs.images[:, :1]
+    with pytest.raises(ShapeError, match="images"):
+        model.prefill(inputs)
+    cache = model.prefill(random_inputs(cfg, batch=1))
+    with pytest.raises(ShapeError, match="tau"):
+        model.denoise_step(torch.zeros(1, cfg.action_horizon, cfg.action_dim), torch.zeros(1), cache)
+    with pytest.raises(ShapeError, match="x_t"):
+        model.denoise_step(torch.zeros(1, 3, cfg.action_dim), torch.zeros(1, 3), cache)
+
+
+def test_bf16_model_tracks_fp32(two_camera_tiny):
+    cfg = two_camera_tiny.config
+    inputs = random_inputs(cfg, batch=1)
+    x_t, tau = torch.randn(1, cfg.action_horizon, cfg.action_dim), torch.rand(1, cfg.action_horizon)
+    bf16 = build_random(cfg, dtype="bf16", seed=1)
+    with torch.no_grad():
+        ref = two_camera_tiny.denoise_step(x_t, tau, two_camera_tiny.prefill(inputs))
+        low = bf16.denoise_step(x_t, tau, bf16.prefill(inputs))
+    assert low.dtype == torch.bfloat16
+    cos = torch.nn.functional.cosine_similarity(ref.flatten(), low.float().flatten(), dim=0)
+    assert cos > 0.99
