@@ -10,7 +10,6 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tests.conftest import FIXTURES
-from tests.policies.helpers import random_inputs
 from vlash.errors import CheckpointError
 from vlash.policies.checkpoint import (
     UNUSED_KEYS,
@@ -21,6 +20,7 @@ from vlash.policies.checkpoint import (
     to_vlash_key,
 )
 from vlash.policies.pi05 import Pi05Model, load_preset
+from vlash.policies.pi05.examples import random_inputs
 from vlash.sampling import FlowSampler, SamplerConfig
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.policies.helpers import random_inputs
 from vlash.errors import ShapeError
 from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
+from vlash.policies.pi05.examples import random_inputs
 
 
 @pytest.fixture(scope="module")

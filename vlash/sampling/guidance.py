@@ -41,8 +41,10 @@ def rtc_soft_mask(horizon: int, delay: int, execution_horizon: int) -> Tensor:
     if h < 1:
         raise ValueError(f"horizon must be >= 1, got {h!r}")
     if d < 0 or s < 0 or d + s > h:
-        raise ValueError(f"need delay >= 0, execution_horizon >= 0 and delay + execution_horizon <= {h}, "
-                         f"got delay={d!r}, execution_horizon={s!r}")
+        raise ValueError(
+            f"need delay >= 0, execution_horizon >= 0 and delay + execution_horizon <= {h}, "
+            f"got delay={d!r}, execution_horizon={s!r}"
+        )
     i = torch.arange(h, dtype=torch.float64)
     c = (h - s - i) / (h - s - d + 1)
     w = c * torch.expm1(c) / (math.e - 1.0)

@@ -23,7 +23,7 @@ class FinalActions:
     stop: int  # last chunk index (exclusive)
     actions: Tensor  # fp32 [B, stop - start, A], on the noise's device
     step: int  # 0-based Euler step after which these became final
-    elapsed_s: float  # wall seconds from the start of the run to the end of that step
+    elapsed_s: float  # wall seconds from the run's first step to the end of this one (consumer time included)
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class SampleResult:
 
     actions: Tensor  # fp32 [B, H, A]; indices not final at an early stop hold their partial state
     steps_run: int  # Euler steps actually run (< num_steps after an early stop)
-    step_times_s: list[float]  # per-step wall seconds (after `synchronize`), len == steps_run
+    step_times_s: list[float]  # per-step seconds (synchronized), len == steps_run; excludes consumer time
     final_at_step: Tensor  # int64 [H]: step at which each index became final, NOT_FINAL or PREFIX
     prefix_len: int  # d: committed prefix actions at indices [0, d), copied bit-exactly
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from vlash.sampling.guidance import GuidanceConfig, guidance_weight, guided_velocity, rtc_soft_mask
+from vlash.sampling.guidance import GuidanceConfig, guided_velocity
 from vlash.sampling.plan import SamplingPlan, make_plan
 from vlash.sampling.results import NOT_FINAL, FinalActions, SampleResult
-from vlash.sampling.schedules import Schedule, build_tau_grid_f64, global_times
+from vlash.sampling.schedules import Schedule, build_tau_grid_f64
 from vlash.sampling.velocity import VelocityFn, eval_velocity
 
 
@@ -111,9 +111,12 @@ class FlowSampler:
 
     def tau_grid(self, horizon: int, prefix_len: int = 0) -> Tensor:
         """The fp32 [N + 1, H] per-token time grid this sampler integrates along (final_tau snapped)."""
+        return self._grid_f64(horizon, prefix_len).float()
+
+    def _grid_f64(self, horizon: int, prefix_len: int) -> Tensor:
         cfg = self.config
         grid = build_tau_grid_f64(cfg.schedule, cfg.num_steps, horizon, prefix_len, cfg.alpha, cfg.u0)
-        return torch.where(grid <= cfg.final_tau, torch.zeros_like(grid), grid).float()
+        return torch.where(grid <= cfg.final_tau, torch.zeros_like(grid), grid)
 
     def start(
         self,
@@ -134,15 +137,11 @@ class FlowSampler:
         defaults to the prefix length. synchronize: called before every clock read (e.g.
         torch.cuda.synchronize) so step timings cover the device work.
         """
-        grid = self.tau_grid(noise.shape[1] if noise.dim() == 3 else 0, _prefix_len(prefix))
-        plan = make_plan(self.config, grid, noise, prefix, guidance_target, guidance_delay)
-        if plan.guidance_target is not None:
-            assert self.config.guidance is not None  # checked by make_plan
-            g = self.config.guidance
-            mask = rtc_soft_mask(plan.horizon, plan.guidance_delay, g.execution_horizon)
-            plan.guidance_mask = mask.to(noise.device)
-            times = global_times(self.config.num_steps).tolist()
-            plan.guidance_weights = [guidance_weight(t, g.max_weight) for t in times[:-1]]
+        plan = make_plan(self._grid_f64, self.config.guidance, noise, prefix, guidance_target, guidance_delay)
+        horizon = plan.x0.shape[1]
+        stop_at = self.config.early_stop_final
+        if stop_at is not None and stop_at > horizon:
+            raise ValueError(f"early_stop_final must be <= horizon {horizon}, got {stop_at}")
         return SamplingRun(self._steps(plan, velocity_fn, synchronize))
 
     def iter_sample(
@@ -214,11 +213,3 @@ class FlowSampler:
 
 def _no_sync() -> None:
     return None
-
-
-def _prefix_len(prefix: Tensor | None) -> int:
-    if prefix is None:
-        return 0
-    if not isinstance(prefix, Tensor) or prefix.dim() != 3:
-        raise ValueError(f"prefix must be a [B, d, A] tensor, got {getattr(prefix, 'shape', prefix)!r}")
-    return prefix.shape[1]

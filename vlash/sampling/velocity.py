@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 from torch import Tensor
 
+from vlash.errors import ShapeError
+
 # velocity_fn(x_t fp32 [B, H, A], tau fp32 [B, H]) -> v [B, H, A] (any float dtype), v ≈ eps - a.
 # The caller closes over the prefix KV cache; for guided RTC it must be differentiable in x_t.
 VelocityFn = Callable[[Tensor, Tensor], Tensor]
@@ -16,7 +18,7 @@ def eval_velocity(velocity_fn: VelocityFn, x: Tensor, tau: Tensor) -> Tensor:
     v = velocity_fn(x, tau)
     if not isinstance(v, Tensor) or v.shape != x.shape:
         got = tuple(v.shape) if isinstance(v, Tensor) else type(v).__name__
-        raise ValueError(f"velocity_fn must return a tensor of shape {tuple(x.shape)}, got {got}")
+        raise ShapeError(f"velocity_fn must return a tensor of shape {tuple(x.shape)}, got {got}")
     if not v.is_floating_point():
         raise ValueError(f"velocity_fn must return a float tensor, got dtype {v.dtype}")
     return v.float()

@@ -1,4 +1,4 @@
-"""Small builders shared by the policy tests."""
+"""Synthetic model inputs of the right shapes (benchmarks, warm-up, tests)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from vlash.policies.pi05.model import Pi05Inputs
 
 def random_inputs(
     config: Pi05Config,
-    batch: int = 2,
+    batch: int = 1,
     seed: int = 0,
     valid_tokens: tuple[int, ...] = (),
     masked_camera: tuple[int, int] | None = None,
+    device: str | torch.device = "cpu",
 ) -> Pi05Inputs:
-    """Random images/tokens; `valid_tokens[b]` prompt tokens in row b (rest padding); optionally mask one
-    (row, camera)."""
+    """Random images in [-1, 1] and token ids. `valid_tokens[b]` = prompt length of row b (the rest is
+    padding with id 0, as openpi pads); `masked_camera` = (row, camera) to mark absent."""
     gen = torch.Generator().manual_seed(seed)
     size, cams, length = config.vision.image_size, config.num_cameras, config.max_token_len
     tokens = torch.randint(1, config.vocab_size, (batch, length), generator=gen)
@@ -27,9 +28,10 @@ def random_inputs(
     image_masks = torch.ones(batch, cams, dtype=torch.bool)
     if masked_camera is not None:
         image_masks[masked_camera] = False
+    images = torch.rand(batch, cams, 3, size, size, generator=gen) * 2 - 1
     return Pi05Inputs(
-        images=torch.rand(batch, cams, 3, size, size, generator=gen) * 2 - 1,
-        image_masks=image_masks,
-        tokens=tokens,
-        token_masks=token_masks,
+        images=images.to(device),
+        image_masks=image_masks.to(device),
+        tokens=tokens.to(device),
+        token_masks=token_masks.to(device),
     )

@@ -1,0 +1,88 @@
+"""The engine interface every backend implements, and the registry that builds them by name."""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from vlash.errors import ConfigError, EngineUnavailable
+from vlash.policies.pi05.config import Pi05Config
+from vlash.policies.pi05.examples import random_inputs
+from vlash.policies.pi05.model import Pi05Inputs, PrefixCache
+
+
+class Engine(ABC):
+    """pi0.5 inference split into `prefill` (once per observation) and `denoise_step` (N times)."""
+
+    name: str = "abstract"
+
+    def __init__(self, config: Pi05Config, device: torch.device) -> None:
+        self.config = config
+        self.device = device
+
+    @abstractmethod
+    def prefill(self, inputs: Pi05Inputs) -> PrefixCache:
+        """Images + prompt -> per-layer K/V of the prefix."""
+
+    @abstractmethod
+    def denoise_step(self, x_t: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
+        """Velocity [B, H, A] for noisy actions x_t [B, H, A] (fp32) at per-token times tau [B, H]."""
+
+    def synchronize(self) -> None:
+        """Wait for queued device work (so wall-clock timings are honest)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def warmup(self, batch_size: int = 1, steps: int = 2) -> None:
+        """Run prefill and a few steps on synthetic inputs (kernel selection, compilation, allocators)."""
+        cfg = self.config
+        cache = self.prefill(random_inputs(cfg, batch=batch_size, device=self.device))
+        x = torch.randn(batch_size, cfg.action_horizon, cfg.action_dim, device=self.device)
+        tau = torch.ones(batch_size, cfg.action_horizon, device=self.device)
+        for _ in range(steps):
+            self.denoise_step(x, tau, cache)
+        self.synchronize()
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": self.name, "policy": self.config.name, "device": str(self.device)}
+
+
+_REGISTRY: dict[str, tuple[str, str]] = {}  # name -> (module, extra to install)
+_LOADED: dict[str, type[Engine]] = {}
+
+
+def register_engine(name: str) -> Callable[[type[Engine]], type[Engine]]:
+    def wrap(cls: type[Engine]) -> type[Engine]:
+        cls.name = name
+        _LOADED[name] = cls
+        return cls
+
+    return wrap
+
+
+def declare_backend(name: str, module: str, extra: str) -> None:
+    _REGISTRY[name] = (module, extra)
+
+
+def available_engines() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def create_engine(name: str, **kwargs: Any) -> Engine:
+    """Build the named backend; a missing optional dependency becomes EngineUnavailable with the fix."""
+    if name not in _REGISTRY:
+        raise ConfigError(f"unknown engine {name!r}; available: {', '.join(available_engines())}")
+    module, extra = _REGISTRY[name]
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise EngineUnavailable(f"engine {name!r} needs `pip install vlash[{extra}]` ({exc})") from exc
+    return _LOADED[name](**kwargs)
+
+
+declare_backend("torch", "engines.torch_engine", extra="dev")

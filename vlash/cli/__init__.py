@@ -1,0 +1,1 @@
+"""The `vlash` command line."""

@@ -1,0 +1,78 @@
+"""`vlash info --policy NAME [--json]`: configuration and parameter counts per component."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from vlash.policies.checkpoint import UNUSED_KEYS
+from vlash.policies.pi05 import Pi05Model, available_presets, load_preset
+
+COMPONENTS = {  # label -> parameter-name prefixes
+    "vision tower (SigLIP)": ("vision.",),
+    "projector": ("projector.",),
+    "token embedding": ("vlm.embed_tokens.",),
+    "VLM decoder (Gemma)": ("vlm.layers.", "vlm.norm."),
+    "action expert (Gemma + adaRMS)": ("expert.",),
+    "action/time heads": ("action_in_proj.", "action_out_proj.", "time_mlp_in.", "time_mlp_out."),
+}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="show a policy's configuration and parameter counts")
+    p.add_argument("--policy", required=True, help=f"preset name or YAML path ({', '.join(available_presets())})")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def parameter_counts(model: Pi05Model) -> dict[str, int]:
+    counts = {label: 0 for label in COMPONENTS}
+    for name, p in model.named_parameters():
+        label = next(lab for lab, prefixes in COMPONENTS.items() if name.startswith(prefixes))
+        counts[label] += p.numel()
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def describe_policy(name: str) -> dict:
+    config = load_preset(name)
+    with torch.device("meta"):  # no memory, instant even at 3.3B
+        model = Pi05Model(config)
+    cfg = config
+    lm_heads = cfg.vocab_size * (cfg.vlm.width + cfg.expert.width)
+    return {
+        "policy": cfg.name,
+        "config": cfg.to_dict(),
+        "prefix_tokens": cfg.prefix_len,
+        "parameters": parameter_counts(model),
+        "not_built": {"lm_heads (unused by an action policy)": lm_heads, "keys": list(UNUSED_KEYS)},
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    info = describe_policy(args.policy)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    cfg = info["config"]
+    console = Console()
+    console.print(
+        f"[bold]{info['policy']}[/]  cameras={cfg['camera_names']}  image={cfg['vision']['image_size']}px  "
+        f"H={cfg['action_horizon']}  A={cfg['action_dim']}  prompt={cfg['max_token_len']} tokens  "
+        f"prefix={info['prefix_tokens']} tokens  steps={cfg['num_steps']}"
+    )
+    for part in ("vision", "vlm", "expert"):
+        console.print(f"  {part}: " + ", ".join(f"{k}={v}" for k, v in cfg[part].items()))
+    table = Table("component", "parameters", "share")
+    total = info["parameters"]["total"]
+    for label, count in info["parameters"].items():
+        table.add_row(label, f"{count:,}", f"{100 * count / total:.1f}%")
+    console.print(table)
+    console.print(
+        f"not built: LeRobot lm_head tensors, {info['not_built']['lm_heads (unused by an action policy)']:,} "
+        "parameters (unused by an action policy)"
+    )
+    return 0
