@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vlash", description="Real-time inference for VLA robot policies.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, module in COMMANDS.items():
+    for module in COMMANDS.values():
         module.add_parser(sub)
     return parser
 
