@@ -1,0 +1,22 @@
+"""Stream the first actions of a chunk as soon as they are final (horizon-aware sampling), in ~20 lines.
+
+    python examples/stream_actions.py
+"""
+
+import torch
+
+from vlash.policies.checkpoint import build_random
+from vlash.policies.pi05 import load_preset
+from vlash.policies.pi05.examples import random_inputs
+from vlash.sampling import FlowSampler, SamplerConfig
+
+model = build_random(load_preset("pi05-tiny"))  # or vlash.policies.checkpoint.load_model(config, "model.safetensors")
+cfg = model.config
+with torch.no_grad():
+    cache = model.prefill(random_inputs(cfg))  # images + prompt, once per observation
+    sampler = FlowSampler(SamplerConfig(num_steps=10, schedule="horizon-aware"))
+    noise = torch.randn(1, cfg.action_horizon, cfg.action_dim)
+    run = sampler.start(lambda x, tau: model.denoise_step(x, tau, cache), noise)
+    for final in run:  # contiguous blocks of final actions, the first after ONE denoise step
+        print(f"step {final.step}: actions [{final.start}, {final.stop}) final after {final.elapsed_s * 1e3:.1f} ms")
+print("chunk", tuple(run.result.actions.shape), "in", run.result.steps_run, "steps")

@@ -1,0 +1,223 @@
+"""Normalization stats files: vlash's own stats.safetensors, LeRobot processor files, openpi norm_stats.json."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import save as _safetensors_bytes
+
+from vlash.policies.normalization import EpsRule, FeatureNorm, Normalizer, NormMode, StatsError
+
+log = logging.getLogger(__name__)
+
+STATS_FILENAME = "stats.safetensors"
+VLASH_STATS_FORMAT = "vlash.stats/1"
+LEROBOT_PRE_JSON = "policy_preprocessor.json"
+LEROBOT_POST_JSON = "policy_postprocessor.json"
+OPENPI_NORM_STATS_JSON = "norm_stats.json"
+# openpi names its features "state"/"actions"; vlash uses the LeRobot names.
+OPENPI_TO_LEROBOT_KEYS: dict[str, str] = {"state": "observation.state", "actions": "action"}
+
+
+def _read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Return (float32 arrays, metadata) or StatsError naming the file."""
+    if not path.is_file():
+        raise StatsError(f"stats file not found: {path}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            tensors = {k: f.get_tensor(k).to(torch.float32).numpy() for k in f.keys()}  # noqa: SIM118
+            return tensors, dict(f.metadata() or {})
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        raise StatsError(f"cannot read stats file {path}: {e}") from e
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise StatsError(f"file not found: {path}")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StatsError(f"{path} is not valid JSON: {e}") from e
+
+
+def _unflatten(flat: Mapping[str, np.ndarray], sep: str) -> dict[str, dict[str, np.ndarray]]:
+    """``{"a.b.mean": v}`` -> ``{"a.b": {"mean": v}}`` (split on the last ``sep``)."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for name, value in flat.items():
+        key, sep_found, stat = name.rpartition(sep)
+        if not sep_found:
+            raise StatsError(f"tensor name {name!r} is not '<feature>{sep}<stat>'")
+        out.setdefault(key, {})[stat] = value
+    return out
+
+
+def _feature_in(path: Path, **kwargs: Any) -> FeatureNorm:
+    """Build a FeatureNorm, naming ``path`` in any error."""
+    try:
+        return FeatureNorm(**kwargs)
+    except StatsError as e:
+        raise StatsError(f"{path}: {e}") from None
+
+
+# ----------------------------------------------------------------------------------------- vlash format
+
+
+def _stats_path(path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    return p if p.suffix == ".safetensors" else p / STATS_FILENAME
+
+
+def save_stats(path: str | os.PathLike[str], normalizer: Normalizer) -> Path:
+    """Atomically write ``normalizer`` as safetensors ("key/stat" tensors + modes in the metadata).
+
+    ``path`` is a ``.safetensors`` file or a directory (then ``stats.safetensors`` inside). Returns the file.
+    """
+    target = _stats_path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tensors, meta = {}, {}
+    for key in normalizer.keys:
+        feat = normalizer.feature(key)
+        meta[key] = {"mode": feat.mode.value, "eps": feat.eps, "eps_rule": feat.eps_rule.value}
+        for stat, value in feat.stats.items():
+            tensors[f"{key}/{stat}"] = np.ascontiguousarray(value, dtype=np.float32)
+    blob = _safetensors_bytes(tensors, metadata={"format": VLASH_STATS_FORMAT, "features": json.dumps(meta)})
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def load_stats(path: str | os.PathLike[str]) -> Normalizer:
+    """Read a file written by ``save_stats`` (a file or a directory holding ``stats.safetensors``)."""
+    target = _stats_path(path)
+    tensors, meta = _read_safetensors(target)
+    if meta.get("format") != VLASH_STATS_FORMAT:
+        raise StatsError(f"{target}: metadata format is {meta.get('format')!r}, expected {VLASH_STATS_FORMAT!r}")
+    try:
+        features = json.loads(meta["features"])
+    except (KeyError, json.JSONDecodeError) as e:
+        raise StatsError(f"{target}: metadata 'features' is missing or not JSON: {e}") from None
+    stats = _unflatten(tensors, "/")
+    unknown = sorted(set(stats) - set(features))
+    if unknown:
+        raise StatsError(f"{target}: tensors for features {unknown} have no entry in the metadata")
+    feats = []
+    for key, spec in features.items():
+        if not isinstance(spec, dict) or "mode" not in spec:
+            raise StatsError(f"{target}: metadata entry for feature {key!r} has no 'mode': {spec!r}")
+        extra = {k: spec[k] for k in ("eps", "eps_rule") if k in spec}
+        feats.append(_feature_in(target, key=key, mode=spec["mode"], stats=stats.get(key, {}), **extra))
+    return Normalizer(feats)
+
+
+# ----------------------------------------------------------------------------------------- LeRobot
+
+
+def _lerobot_step(directory: Path, json_name: str, registry_name: str) -> list[FeatureNorm]:
+    """FeatureNorms of the (un)normalizer step in one LeRobot processor pipeline json."""
+    cfg_path = directory / json_name
+    cfg = _read_json(cfg_path)
+    class_name = "".join(part.capitalize() for part in registry_name.split("_")) + "Step"
+    steps = [
+        s
+        for s in cfg.get("steps", [])
+        if s.get("registry_name") == registry_name or str(s.get("class", "")).endswith(class_name)
+    ]
+    if len(steps) != 1:
+        raise StatsError(f"{cfg_path}: expected one '{registry_name}' step, found {len(steps)}")
+    step, conf = steps[0], steps[0].get("config", {})
+    if "state_file" not in step:
+        raise StatsError(f"{cfg_path}: step '{registry_name}' has no state_file (no stats were saved)")
+    state_path = directory / step["state_file"]
+    stats = _unflatten(_read_safetensors(state_path)[0], ".")
+    norm_map, only = conf.get("norm_map", {}), conf.get("normalize_observation_keys")
+    eps = float(conf.get("eps", 1e-8))
+    feats = []
+    for key, spec in conf.get("features", {}).items():
+        ftype = spec.get("type")
+        try:
+            mode = NormMode(norm_map.get(ftype, "IDENTITY"))
+        except ValueError:
+            raise StatsError(f"{cfg_path}: unknown norm mode {norm_map.get(ftype)!r} for {ftype}") from None
+        if only is not None and ftype != "ACTION" and key not in only:
+            mode = NormMode.IDENTITY
+        if mode is not NormMode.IDENTITY and key not in stats:
+            raise StatsError(
+                f"{state_path}: feature {key!r} ({ftype}) uses {mode.value} but the file has no stats "
+                f"for it; it has stats for {sorted(stats)}"
+            )
+        feats.append(_feature_in(state_path, key=key, mode=mode, stats=stats.get(key, {}), eps=eps))
+    return feats
+
+
+def load_lerobot_normalizer(checkpoint_dir: str | os.PathLike[str]) -> Normalizer:
+    """Normalizer from a LeRobot >= 0.4 checkpoint's processor files.
+
+    Observation features come from the ``normalizer_processor`` step of ``policy_preprocessor.json``;
+    features of the ``unnormalizer_processor`` step of ``policy_postprocessor.json`` (the action) override
+    them, since those are the stats LeRobot uses to unnormalize the policy's output.
+    """
+    directory = Path(checkpoint_dir)
+    pre = {f.key: f for f in _lerobot_step(directory, LEROBOT_PRE_JSON, "normalizer_processor")}
+    for feat in _lerobot_step(directory, LEROBOT_POST_JSON, "unnormalizer_processor"):
+        old = pre.get(feat.key)
+        if old is not None and old.mode is not NormMode.IDENTITY and not _same_coeffs(old, feat):
+            log.warning(
+                "%s: pre- and postprocessor stats for %r differ; using the postprocessor's",
+                directory,
+                feat.key,
+            )
+        pre[feat.key] = feat
+    return Normalizer(pre.values())
+
+
+def _same_coeffs(a: FeatureNorm, b: FeatureNorm) -> bool:
+    if a.mode is not b.mode or a._coeffs is None or b._coeffs is None:
+        return a.mode is b.mode
+    return all(np.array_equal(x, y) for x, y in zip(a._coeffs, b._coeffs, strict=True))
+
+
+# ----------------------------------------------------------------------------------------- openpi
+
+
+def load_openpi_norm_stats(
+    path: str | os.PathLike[str],
+    *,
+    mode: NormMode = NormMode.QUANTILES,
+    key_map: Mapping[str, str] | None = OPENPI_TO_LEROBOT_KEYS,
+) -> Normalizer:
+    """Normalizer from openpi's ``norm_stats.json`` (a file, or a directory holding one).
+
+    ``mode`` is QUANTILES for pi0.5/pi0-FAST (openpi's ``use_quantile_norm``) and MEAN_STD for pi0.
+    ``key_map`` renames openpi keys (default ``state`` -> ``observation.state``, ``actions`` -> ``action``);
+    pass None to keep openpi's names. Uses openpi's eps rule (1e-6 always added).
+    """
+    p = Path(path)
+    file = p / OPENPI_NORM_STATS_JSON if p.is_dir() else p
+    data = _read_json(file)
+    if not isinstance(data, dict) or not isinstance(data.get("norm_stats"), dict):
+        raise StatsError(f"{file}: expected an object with a 'norm_stats' object")
+    feats = []
+    for name, stats in data["norm_stats"].items():
+        if not isinstance(stats, dict):
+            raise StatsError(f"{file}: norm_stats[{name!r}] is not an object")
+        arrays = {s: v for s, v in stats.items() if v is not None}
+        key = (key_map or {}).get(name, name)
+        feats.append(_feature_in(file, key=key, mode=mode, stats=arrays, eps=1e-6, eps_rule=EpsRule.OPENPI))
+    return Normalizer(feats)
