@@ -10,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from tests.policies.builders import write_lerobot_processor_files
 from vlash.policies.normalization import (
     EpsRule,
     FeatureNorm,
@@ -128,59 +129,8 @@ def test_normalizer_unknown_key_and_dict() -> None:
 # ----------------------------------------------------------------------------------------- LeRobot
 
 
-def _write_lerobot_checkpoint(
-    d: Path, *, drop: str | None = None, post_shift: float = 0.0, only: list[str] | None = None
-) -> None:
-    """A LeRobot 0.4.x pi0.5 checkpoint's processor files, as PolicyProcessorPipeline.save_pretrained writes."""
-    stats = {
-        "observation.state": {"q01": [0.0, -1.0], "q99": [2.0, 3.0], "mean": [1.0, 1.0], "std": [1.0, 2.0]},
-        "action": {"q01": [-1.0, 0.0, 5.0], "q99": [1.0, 4.0, 5.0], "mean": [0.0] * 3, "std": [1.0] * 3},
-        "observation.images.base_0_rgb": {"mean": [[[0.5]], [[0.5]], [[0.5]]], "std": [[[0.2]]] * 3},
-    }
-    flat = {f"{k}.{s}": torch.tensor(v, dtype=torch.float32) for k, st in stats.items() for s, v in st.items()}
-    flat = {k: v for k, v in flat.items() if k != drop}
-    flat["action.count"] = torch.tensor([100])  # LeRobot stores an int64 count too
-    features = {
-        "observation.images.base_0_rgb": {"type": "VISUAL", "shape": [3, 224, 224]},
-        "observation.state": {"type": "STATE", "shape": [32]},
-        "action": {"type": "ACTION", "shape": [32]},
-    }
-    norm_map = {"VISUAL": "IDENTITY", "STATE": "QUANTILES", "ACTION": "QUANTILES"}
-    norm_cfg = {"eps": 1e-8, "features": features, "norm_map": norm_map}
-    if only is not None:
-        norm_cfg["normalize_observation_keys"] = only
-    pre_file = "policy_preprocessor_step_3_normalizer_processor.safetensors"
-    post_file = "policy_postprocessor_step_0_unnormalizer_processor.safetensors"
-    pre = {
-        "name": "policy_preprocessor",
-        "steps": [
-            {"registry_name": "rename_observations_processor", "config": {"rename_map": {}}},
-            {"registry_name": "to_batch_processor", "config": {}},
-            {"registry_name": "relative_actions_processor", "config": {"enabled": False}},
-            {"registry_name": "normalizer_processor", "config": norm_cfg, "state_file": pre_file},
-            {"registry_name": "pi05_prepare_state_tokenizer_processor_step", "config": {"max_state_dim": 32}},
-            {"registry_name": "tokenizer_processor", "config": {"max_length": 200}},
-            {"registry_name": "device_processor", "config": {"device": "cpu"}},
-        ],
-    }
-    post_cfg = {**norm_cfg, "features": {"action": features["action"]}}
-    post = {
-        "name": "policy_postprocessor",
-        "steps": [
-            {"registry_name": "unnormalizer_processor", "config": post_cfg, "state_file": post_file},
-            {"registry_name": "device_processor", "config": {"device": "cpu"}},
-        ],
-    }
-    (d / "policy_preprocessor.json").write_text(json.dumps(pre, indent=2))
-    (d / "policy_postprocessor.json").write_text(json.dumps(post, indent=2))
-    save_file(flat, str(d / pre_file))
-    post_stats = {k: v for k, v in flat.items() if k.startswith("action.")}
-    post_stats["action.q99"] = post_stats["action.q99"] + post_shift  # hot-swapped stats differ from pre's
-    save_file(post_stats, str(d / post_file))
-
-
 def test_lerobot_checkpoint_loads_and_normalizes(tmp_path: Path) -> None:
-    _write_lerobot_checkpoint(tmp_path)
+    write_lerobot_processor_files(tmp_path)
     n = load_lerobot_normalizer(tmp_path)
     assert set(n.keys) == {"observation.images.base_0_rgb", "observation.state", "action"}
     assert n.feature("observation.state").mode is NormMode.QUANTILES
@@ -195,7 +145,7 @@ def test_lerobot_checkpoint_loads_and_normalizes(tmp_path: Path) -> None:
 
 
 def test_lerobot_postprocessor_stats_win_for_the_action(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    _write_lerobot_checkpoint(tmp_path, post_shift=2.0)
+    write_lerobot_processor_files(tmp_path, post_shift=2.0)
     n = load_lerobot_normalizer(tmp_path)
     assert "differ" in caplog.text
     # post q99 = [3, 6, 7], q01 = [-1, 0, 5]: y = 1 maps to q99.
@@ -203,14 +153,14 @@ def test_lerobot_postprocessor_stats_win_for_the_action(tmp_path: Path, caplog: 
 
 
 def test_lerobot_normalize_observation_keys_limits_observations(tmp_path: Path) -> None:
-    _write_lerobot_checkpoint(tmp_path, only=["observation.images.base_0_rgb"])
+    write_lerobot_processor_files(tmp_path, only=["observation.images.base_0_rgb"])
     n = load_lerobot_normalizer(tmp_path)
     assert n.feature("observation.state").mode is NormMode.IDENTITY
     assert n.feature("action").mode is NormMode.QUANTILES
 
 
 def test_lerobot_missing_stats_names_key_and_file(tmp_path: Path) -> None:
-    _write_lerobot_checkpoint(tmp_path, drop="observation.state.q99")
+    write_lerobot_processor_files(tmp_path, drop="observation.state.q99")
     with pytest.raises(StatsError, match=r"step_3_normalizer_processor.safetensors.*observation.state.*q99"):
         load_lerobot_normalizer(tmp_path)
 
@@ -218,7 +168,7 @@ def test_lerobot_missing_stats_names_key_and_file(tmp_path: Path) -> None:
 def test_lerobot_missing_files(tmp_path: Path) -> None:
     with pytest.raises(StatsError, match="policy_preprocessor.json"):
         load_lerobot_normalizer(tmp_path)
-    _write_lerobot_checkpoint(tmp_path)
+    write_lerobot_processor_files(tmp_path)
     (tmp_path / "policy_postprocessor_step_0_unnormalizer_processor.safetensors").unlink()
     with pytest.raises(StatsError, match="unnormalizer_processor.safetensors"):
         load_lerobot_normalizer(tmp_path)

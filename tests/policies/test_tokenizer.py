@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import sys
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.policies.builders import SPECIALS, train_sentencepiece_tokenizer, train_wordlevel_tokenizer
 from vlash.policies.tokenizer import (
     Pi05PromptEncoder,
     PromptTokenizer,
@@ -19,56 +19,11 @@ from vlash.policies.tokenizer import (
     discretize_state,
 )
 
-SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>"]  # Gemma's order: pad 0, eos 1, bos 2, unk 3
-CORPUS = [
-    "Task: pick up the red cube, State: 0 12 128 255 -1;\nAction: ",
-    "Task: open the drawer and put the sponge inside, State: 3 45 67 89 101 200;\nAction: ",
-    "Task: fold the towel, State: 250 251 252 253 254 9 8 7 6 5 4 3 2 1;\nAction: ",
-    "stack the blocks then place the bowl on the plate",
-]
-
-
-def _train_tokenizers_json(path: Path) -> Path:
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation(), pre_tokenizers.Digits(True)]
-    )
-    tok.train_from_iterator(CORPUS, trainers.WordLevelTrainer(special_tokens=SPECIALS))
-    # Like Gemma's tokenizer.json: a post-processor that adds <bos> when special tokens are on.
-    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
-    tok.enable_padding(pad_id=0, pad_token="<pad>", length=64)  # must be ignored by PromptTokenizer
-    path.mkdir(parents=True, exist_ok=True)
-    tok.save(str(path / "tokenizer.json"))
-    return path
-
-
-def _train_sentencepiece(path: Path) -> Path:
-    import sentencepiece as spm
-
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(CORPUS * 20),
-        model_writer=model,
-        vocab_size=80,
-        hard_vocab_limit=False,
-        pad_id=0,
-        eos_id=1,
-        bos_id=2,
-        unk_id=3,
-        character_coverage=1.0,
-        minloglevel=2,
-    )
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "tokenizer.model").write_bytes(model.getvalue())
-    return path
-
 
 @pytest.fixture(scope="module")
 def tok_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tok")
-    return {"json": _train_tokenizers_json(root / "json"), "sp": _train_sentencepiece(root / "sp")}
+    return {"json": train_wordlevel_tokenizer(root / "json"), "sp": train_sentencepiece_tokenizer(root / "sp")}
 
 
 @pytest.fixture(params=["json", "sp"])

@@ -1,0 +1,90 @@
+"""Robot observation <-> pi0.5 tensors: resize-with-pad images, normalize state into the prompt,
+unnormalize actions. One object per policy, built from the checkpoint directory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from vlash.errors import ShapeError
+from vlash.policies.image import to_model_image
+from vlash.policies.normalization import Normalizer
+from vlash.policies.pi05.config import Pi05Config
+from vlash.policies.pi05.model import Pi05Inputs
+from vlash.policies.tokenizer import Pi05PromptEncoder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Observation:
+    """One robot observation as it leaves the robot."""
+
+    images: Mapping[str, np.ndarray]  # camera name -> uint8 [H, W, 3]; a camera left out is masked
+    state: np.ndarray  # float [D] joint state in robot units (D <= action_dim)
+    prompt: str  # task instruction
+
+
+@dataclass
+class Pi05Processor:
+    config: Pi05Config  # model shapes (cameras, image size, action dims)
+    normalizer: Normalizer  # stats for state and action
+    prompt_encoder: Pi05PromptEncoder  # tokenizer + pi0.5 prompt format
+    action_dims: int  # real action entries of the robot (the model predicts config.action_dim, padded)
+    state_key: str = "observation.state"  # normalizer key of the state
+    action_key: str = "action"  # normalizer key of the actions
+    antialias: bool = True  # openpi resizes with antialiasing; LeRobot fine-tunes were trained without
+    _warned_cameras: set[str] = field(default_factory=set, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.action_dims <= self.config.action_dim:
+            raise ShapeError(f"action_dims must be in [1, {self.config.action_dim}], got {self.action_dims}")
+        for key in (self.state_key, self.action_key):
+            if key not in self.normalizer:
+                raise ShapeError(f"normalizer has no stats for {key!r} (has {self.normalizer.keys})")
+
+    def preprocess(self, observations: Sequence[Observation], device: str | torch.device = "cpu") -> Pi05Inputs:
+        """A batch of observations -> model inputs on `device`."""
+        if not observations:
+            raise ShapeError("preprocess needs at least one observation")
+        images, masks, ids, token_masks = [], [], [], []
+        for obs in observations:
+            cam_images, cam_masks = self._images(obs, device)
+            images.append(cam_images)
+            masks.append(cam_masks)
+            state = self.normalizer.normalize(self.state_key, np.asarray(obs.state, dtype=np.float32))
+            tok, tok_mask = self.prompt_encoder.encode(obs.prompt, state)
+            ids.append(tok)
+            token_masks.append(tok_mask)
+        return Pi05Inputs(
+            images=torch.stack(images),
+            image_masks=torch.tensor(masks, device=device),
+            tokens=torch.from_numpy(np.stack(ids)).to(device),
+            token_masks=torch.from_numpy(np.stack(token_masks)).to(device),
+        )
+
+    def _images(self, obs: Observation, device: str | torch.device) -> tuple[torch.Tensor, list[bool]]:
+        names = self.config.camera_names
+        unknown = set(obs.images) - set(names)
+        if unknown:
+            raise ShapeError(f"unknown cameras {sorted(unknown)}; the policy has {list(names)}")
+        size = self.config.vision.image_size
+        out = torch.full((len(names), 3, size, size), -1.0, device=device)
+        mask = []
+        for i, name in enumerate(names):
+            if name in obs.images:
+                out[i] = to_model_image(obs.images[name], size=size, antialias=self.antialias, device=device)[0]
+            elif name not in self._warned_cameras:
+                self._warned_cameras.add(name)
+                log.warning("camera %r missing from the observation: masked out", name)
+            mask.append(name in obs.images)
+        return out, mask
+
+    def postprocess(self, actions: torch.Tensor) -> np.ndarray:
+        """Model actions fp32 [B, H, action_dim] (normalized, padded) -> robot units [B, H, action_dims]."""
+        real = actions[..., : self.action_dims].detach().float().cpu().numpy()
+        return self.normalizer.unnormalize(self.action_key, real)
