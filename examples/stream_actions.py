@@ -1,6 +1,6 @@
 """Stream the first actions of a chunk as soon as they are final (horizon-aware sampling), in ~20 lines.
 
-    python examples/stream_actions.py
+python examples/stream_actions.py
 """
 
 import torch

@@ -32,10 +32,14 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     args = p.parse_args()
-    print(f"<!-- torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"{torch.get_num_threads()} threads, device {args.device}, {args.dtype} -->")
-    print("| policy | cameras | compile | schedule | prefill p50 / p99 | step p50 / p99 | TTFA p50 / p99 "
-          "| chunk p50 / p99 |")
+    print(
+        f"<!-- torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+        f"{torch.get_num_threads()} threads, device {args.device}, {args.dtype} -->"
+    )
+    print(
+        "| policy | cameras | compile | schedule | prefill p50 / p99 | step p50 / p99 | TTFA p50 / p99 "
+        "| chunk p50 / p99 |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for policy, cams, mode in itertools.product(args.policies, args.cameras, args.compile):
         config = load_preset(policy)
@@ -47,8 +51,10 @@ def main() -> None:
         for schedule in args.schedules:
             settings = BenchSettings(schedule=schedule, steps=args.steps, iters=args.iters, warmup=args.warmup)
             summary = run_bench(engine, settings).summary()
-            cells = [f"{summary[m]['median']:.1f} / {summary[m]['p99']:.1f}"
-                     for m in ("prefill_ms", "step_ms", "ttfa_ms", "chunk_ms")]
+            cells = [
+                f"{summary[m]['median']:.1f} / {summary[m]['p99']:.1f}"
+                for m in ("prefill_ms", "step_ms", "ttfa_ms", "chunk_ms")
+            ]
             print(f"| {policy} | {config.num_cameras} | {mode} | {schedule} | " + " | ".join(cells) + " |", flush=True)
         del engine, model
 
