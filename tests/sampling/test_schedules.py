@@ -95,3 +95,17 @@ def test_build_tau_grid_dispatch():
     )
     with pytest.raises(ValueError):
         build_tau_grid("linear", 10, 8)
+
+
+def test_batched_horizon_aware_tau_matches_grid_rows():
+    """Training draws one (t, d) per sample; each row must equal the sampler's grid at that t and d."""
+    from vlash.sampling import horizon_aware_tau
+
+    n, h = 10, 50
+    for d in (0, 3):
+        grid = horizon_aware_tau_grid(n, h, prefix_len=d)
+        t = global_times(n)[[0, 4, 9]]
+        batched = horizon_aware_tau(t, h, torch.tensor([d, d, d]), u0=(n - 1) / n)
+        torch.testing.assert_close(batched.float(), grid[[0, 4, 9]], atol=1e-6, rtol=0)
+    mixed = horizon_aware_tau(torch.tensor([0.5, 0.5]), h, torch.tensor([0, 7]))
+    assert (mixed[1, :7] == 0).all() and (mixed[0, :7] > 0).any()

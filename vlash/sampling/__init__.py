@@ -13,6 +13,7 @@ from vlash.sampling.schedules import (
     build_tau_grid,
     constant_tau_grid,
     global_times,
+    horizon_aware_tau,
     horizon_aware_tau_grid,
 )
 from vlash.sampling.velocity import VelocityFn
@@ -33,6 +34,7 @@ __all__ = [
     "global_times",
     "guidance_weight",
     "guided_velocity",
+    "horizon_aware_tau",
     "horizon_aware_tau_grid",
     "rtc_soft_mask",
 ]

@@ -49,27 +49,37 @@ def constant_tau_grid_f64(num_steps: int, horizon: int, prefix_len: int = 0) -> 
     return grid
 
 
+def horizon_aware_tau(
+    t: Tensor, horizon: int, prefix_len: Tensor | int = 0, alpha: float = 0.6, u0: float = 0.9
+) -> Tensor:
+    """Per-token times [..., H] at global times t [...] (ALGORITHMS.md §3), prefix_len broadcast with t.
+
+    u_i = u0 * (1 - j_i**alpha) is the global time at which index i starts moving; tau_i(t) =
+    clip((t - u_i) / (1 - u_i), 0, 1); indices i < prefix_len are held at 0. Used by the sampler's grid
+    (t = 1, (N-1)/N, ..., 0) and by training (one random t and d per sample).
+    """
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0, got {alpha!r}")
+    if not 0.0 <= u0 < 1.0:
+        raise ValueError(f"u0 must be in [0, 1), got {u0!r}")
+    t = torch.as_tensor(t, dtype=torch.float64)
+    d = torch.as_tensor(prefix_len, device=t.device).to(torch.float64)[..., None]
+    i = torch.arange(horizon, dtype=torch.float64, device=t.device)
+    j = (i - d).clamp(min=0.0) / (horizon - 1 - d).clamp(min=1.0)
+    u = u0 * (1.0 - j**alpha)  # hit time of each index: u_d = u0, u_{H-1} = 0
+    tau = ((t[..., None] - u) / (1.0 - u)).clamp(0.0, 1.0)
+    tau = torch.where(tau < ZERO_SNAP, torch.zeros_like(tau), tau)
+    return torch.where(i < d, torch.zeros_like(tau), tau)
+
+
 def horizon_aware_tau_grid_f64(
     num_steps: int, horizon: int, prefix_len: int = 0, alpha: float = 0.6, u0: float | None = None
 ) -> Tensor:
     """Float64 version of `horizon_aware_tau_grid` (the sampler derives its step sizes from it)."""
     _check_common(num_steps, horizon, prefix_len)
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha!r}")
     if u0 is None:
         u0 = (num_steps - 1) / num_steps
-    if not 0.0 <= u0 < 1.0:
-        raise ValueError(f"u0 must be in [0, 1), got {u0!r}")
-    d = prefix_len
-    i = torch.arange(horizon, dtype=torch.float64)
-    i_v = (i - d).clamp(min=0.0)
-    j = i_v / max(horizon - 1 - d, 1)
-    u = u0 * (1.0 - j**alpha)  # hit time of each index: u_d = u0, u_{H-1} = 0
-    t = global_times(num_steps)[:, None]
-    grid = ((t - u[None, :]) / (1.0 - u[None, :])).clamp(0.0, 1.0)
-    grid = torch.where(grid < ZERO_SNAP, torch.zeros_like(grid), grid)
-    grid[:, :d] = 0.0
-    return grid
+    return horizon_aware_tau(global_times(num_steps), horizon, prefix_len, alpha, u0)
 
 
 def constant_tau_grid(num_steps: int, horizon: int, prefix_len: int = 0) -> Tensor:
