@@ -107,5 +107,5 @@ def test_batched_horizon_aware_tau_matches_grid_rows():
         t = global_times(n)[[0, 4, 9]]
         batched = horizon_aware_tau(t, h, torch.tensor([d, d, d]), u0=(n - 1) / n)
         torch.testing.assert_close(batched.float(), grid[[0, 4, 9]], atol=1e-6, rtol=0)
-    mixed = horizon_aware_tau(torch.tensor([0.5, 0.5]), h, torch.tensor([0, 7]))
+    mixed = horizon_aware_tau(torch.tensor([0.95, 0.95]), h, torch.tensor([0, 7]))
     assert (mixed[1, :7] == 0).all() and (mixed[0, :7] > 0).any()
