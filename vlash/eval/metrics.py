@@ -1,0 +1,131 @@
+"""Episode metrics (ALGORITHMS.md §5) and their aggregation with 95% intervals."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from vlash.eval.episode import EpisodeTrace
+
+# A commanded end-effector step counts as "motion toward" a target when it moves at least this far
+# (workspace units per control step, ~0.15 units/s at 30 Hz) within ~37 degrees of the target direction.
+MIN_STEP = 0.005
+MIN_COS = 0.8
+
+
+@dataclass
+class EpisodeMetrics:
+    task: str
+    mode: str
+    delay: int
+    seed: int
+    success: bool
+    steps: int
+    completion_s: float | None  # time to success (tasks that end when solved); None when not solved
+    reaction_s: list[float] = field(default_factory=list)  # per event: appear -> first commanded motion toward it
+    touch_s: list[float] = field(default_factory=list)  # per event: appear -> touch / intercept
+    missed_events: int = 0  # events with no motion toward them before the episode ended
+    jerk: float = 0.0  # mean squared jerk of the commanded joint positions (rad^2 / s^6)
+    max_boundary_jump: float = 0.0  # largest velocity discontinuity at a chunk switch (rad, see boundary_jump)
+    hold_fraction: float = 0.0  # share of steps spent holding while waiting for a chunk
+    requests: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def mean_squared_jerk(commands: np.ndarray, dt: float) -> float:
+    if len(commands) < 4:
+        return 0.0
+    jerk = np.diff(commands, n=3, axis=0) / dt**3
+    return float(np.mean(np.sum(jerk**2, axis=1)))
+
+
+def boundary_jump(commands: np.ndarray, switch_steps: Sequence[int]) -> float:
+    """Largest jump at a chunk switch: how far the command at the switch lands from where the previous
+    command velocity would have taken it, ||(a_k - a_(k-1)) - (a_(k-1) - a_(k-2))|| (rad, L2 over joints)."""
+    jumps = [
+        float(np.linalg.norm(commands[k] - 2 * commands[k - 1] + commands[k - 2]))
+        for k in switch_steps
+        if 1 < k < len(commands)
+    ]
+    return max(jumps, default=0.0)
+
+
+def reaction_steps(ee: np.ndarray, start: int, target: np.ndarray) -> int | None:
+    """First step >= start whose commanded end-effector step moves toward `target`."""
+    for k in range(max(start, 1), len(ee)):
+        step, to_target = ee[k] - ee[k - 1], target - ee[k - 1]
+        norm_step, norm_to = np.linalg.norm(step), np.linalg.norm(to_target)
+        if norm_step >= MIN_STEP and norm_to > 0 and step @ to_target / (norm_step * norm_to) >= MIN_COS:
+            return k - start
+    return None
+
+
+def episode_metrics(trace: EpisodeTrace, fk: Callable[[np.ndarray], np.ndarray]) -> EpisodeMetrics:
+    """Metrics of one trace; `fk` maps joint positions [J] to the end-effector position [2]."""
+    commands = np.stack(trace.commands) if trace.commands else np.zeros((0, 1))
+    m = EpisodeMetrics(
+        task=trace.task,
+        mode=trace.mode,
+        delay=trace.delay,
+        seed=trace.seed,
+        success=trace.success,
+        steps=trace.steps,
+        completion_s=trace.steps * trace.dt if trace.success else None,
+        jerk=mean_squared_jerk(commands, trace.dt),
+        max_boundary_jump=boundary_jump(commands, trace.switch_steps),
+        hold_fraction=trace.hold_steps / max(trace.steps, 1),
+        requests=trace.requests,
+    )
+    ee = np.stack([fk(c) for c in commands]) if len(commands) else np.zeros((0, 2))
+    appeared: dict = {}
+    for info in trace.infos:
+        for ev in info.get("events", ()):
+            if ev["kind"] == "appear":
+                appeared[ev["id"]] = ev
+                react = reaction_steps(ee, ev["step"], np.asarray(ev["xy"], float))
+                if react is None:
+                    m.missed_events += 1
+                else:
+                    m.reaction_s.append(react * trace.dt)
+            elif ev["kind"] in ("touch", "intercept") and ev.get("id") in appeared:
+                m.touch_s.append((ev["step"] - appeared[ev["id"]]["step"]) * trace.dt)
+    return m
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+def aggregate(episodes: Sequence[EpisodeMetrics]) -> dict:
+    """Summary of episodes of one (task, mode, delay) cell."""
+    n = len(episodes)
+    wins = sum(e.success for e in episodes)
+    low, high = wilson_interval(wins, n)
+    reactions = [r for e in episodes for r in e.reaction_s]
+    return {
+        "n": n,
+        "success_rate": wins / n if n else 0.0,
+        "ci95": [low, high],
+        "completion_s": _mean([e.completion_s for e in episodes if e.completion_s is not None]),
+        "reaction_mean_s": _mean(reactions),
+        "reaction_p95_s": float(np.percentile(reactions, 95)) if reactions else None,
+        "touch_mean_s": _mean([t for e in episodes for t in e.touch_s]),
+        "missed_events": sum(e.missed_events for e in episodes),
+        "jerk": _mean([e.jerk for e in episodes]),
+        "boundary_jump": _mean([e.max_boundary_jump for e in episodes]),
+        "hold_fraction": _mean([e.hold_fraction for e in episodes]),
+    }

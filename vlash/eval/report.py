@@ -1,0 +1,100 @@
+"""Evaluation output: a table on the console, and plots (success vs delay; reaction latency per mode)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _fmt(value: float | None, scale: float = 1.0, digits: int = 0) -> str:
+    return "-" if value is None else f"{value * scale:.{digits}f}"
+
+
+def print_table(summary: dict, console: Console) -> None:
+    s = summary["settings"]
+    ex = s["execution"]
+    console.print(
+        f"[bold]{s['task']}[/] policy={s['policy']} episodes={s['episodes']} s={ex['execution_horizon']} "
+        f"q={ex['quantization']} seed={s['seed']}"
+    )
+    table = Table(
+        "mode",
+        "d",
+        "success %",
+        "95% CI",
+        "completion s",
+        "reaction ms (mean/p95)",
+        "touch ms",
+        "jerk",
+        "max jump rad",
+        "hold %",
+    )
+    for c in summary["cells"]:
+        low, high = c["ci95"]
+        table.add_row(
+            c["mode"],
+            str(c["delay"]),
+            _fmt(c["success_rate"], 100),
+            f"{low * 100:.0f}-{high * 100:.0f}",
+            _fmt(c["completion_s"], 1, 2),
+            f"{_fmt(c['reaction_mean_s'], 1000)} / {_fmt(c['reaction_p95_s'], 1000)}",
+            _fmt(c["touch_mean_s"], 1000),
+            _fmt(c["jerk"], 1, 0),
+            _fmt(c["boundary_jump"], 1, 3),
+            _fmt(c["hold_fraction"], 100),
+        )
+    console.print(table)
+
+
+def plot_summary(summary: dict, path: str | Path) -> Path:
+    """Two panels: success rate (with 95% CI) vs delay per mode; mean reaction latency vs delay per mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    s = summary["settings"]
+    modes = list(dict.fromkeys(c["mode"] for c in summary["cells"]))
+    fig, (ax_s, ax_r) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    for mode in modes:
+        cells = [c for c in summary["cells"] if c["mode"] == mode]
+        delays = [c["delay"] for c in cells]
+        rate = [100 * c["success_rate"] for c in cells]
+        err = [
+            [r - 100 * c["ci95"][0] for r, c in zip(rate, cells, strict=True)],
+            [100 * c["ci95"][1] - r for r, c in zip(rate, cells, strict=True)],
+        ]
+        ax_s.errorbar(delays, rate, yerr=err, marker="o", capsize=3, label=mode)
+        react = [
+            (d, 1000 * c["reaction_mean_s"])
+            for d, c in zip(delays, cells, strict=True)
+            if c["reaction_mean_s"] is not None
+        ]
+        if react:
+            xs, ys = zip(*react, strict=True)
+            ax_r.plot(xs, ys, marker="o", label=mode)
+    ax_s.set(
+        xlabel="inference delay d (control steps)",
+        ylabel="success rate (%)",
+        ylim=(-3, 103),
+        title=f"{s['task']}: success vs delay ({s['episodes']} episodes/point, 95% CI)",
+    )
+    ax_r.set(
+        xlabel="inference delay d (control steps)",
+        ylabel="reaction latency (ms)",
+        title=f"{s['task']}: event -> first motion toward it",
+    )
+    if not ax_r.lines:
+        ax_r.text(0.5, 0.5, "no timed events in this task", ha="center", va="center", transform=ax_r.transAxes)
+    for ax in (ax_s, ax_r):
+        ax.grid(alpha=0.3)
+    ax_s.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
