@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         workers=args.workers,
     )
-    console = Console()
+    console = Console(width=max(Console().width, 140))  # the table has 10 columns
     columns = (
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),

@@ -25,7 +25,8 @@ class EpisodeMetrics:
     success: bool
     steps: int
     completion_s: float | None  # time to success (tasks that end when solved); None when not solved
-    reaction_s: list[float] = field(default_factory=list)  # per event: appear -> first commanded motion toward it
+    reaction_s: list[float] = field(default_factory=list)  # per event: appear -> first commanded motion toward
+    # where it was touched/intercepted (or where it appeared, if it never was)
     touch_s: list[float] = field(default_factory=list)  # per event: appear -> touch / intercept
     missed_events: int = 0  # events with no motion toward them before the episode ended
     jerk: float = 0.0  # mean squared jerk of the commanded joint positions (rad^2 / s^6)
@@ -82,18 +83,20 @@ def episode_metrics(trace: EpisodeTrace, fk: Callable[[np.ndarray], np.ndarray])
         requests=trace.requests,
     )
     ee = np.stack([fk(c) for c in commands]) if len(commands) else np.zeros((0, 2))
-    appeared: dict = {}
-    for info in trace.infos:
-        for ev in info.get("events", ()):
-            if ev["kind"] == "appear":
-                appeared[ev["id"]] = ev
-                react = reaction_steps(ee, ev["step"], np.asarray(ev["xy"], float))
-                if react is None:
-                    m.missed_events += 1
-                else:
-                    m.reaction_s.append(react * trace.dt)
-            elif ev["kind"] in ("touch", "intercept") and ev.get("id") in appeared:
-                m.touch_s.append((ev["step"] - appeared[ev["id"]]["step"]) * trace.dt)
+    events = [ev for info in trace.infos for ev in info.get("events", ())]
+    met = {ev["id"]: ev for ev in events if ev["kind"] in ("touch", "intercept")}
+    for ev in events:
+        if ev["kind"] != "appear":
+            continue
+        # "toward it": toward where the arm met it (a moving ball is met ahead of where it appeared)
+        goal = met[ev["id"]]["xy"] if ev["id"] in met else ev["xy"]
+        react = reaction_steps(ee, ev["step"], np.asarray(goal, float))
+        if react is None:
+            m.missed_events += 1
+        else:
+            m.reaction_s.append(react * trace.dt)
+        if ev["id"] in met:
+            m.touch_s.append((met[ev["id"]]["step"] - ev["step"]) * trace.dt)
     return m
 
 

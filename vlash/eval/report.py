@@ -64,8 +64,8 @@ def plot_summary(summary: dict, path: str | Path) -> Path:
         delays = [c["delay"] for c in cells]
         rate = [100 * c["success_rate"] for c in cells]
         err = [
-            [r - 100 * c["ci95"][0] for r, c in zip(rate, cells, strict=True)],
-            [100 * c["ci95"][1] - r for r, c in zip(rate, cells, strict=True)],
+            [max(0.0, r - 100 * c["ci95"][0]) for r, c in zip(rate, cells, strict=True)],
+            [max(0.0, 100 * c["ci95"][1] - r) for r, c in zip(rate, cells, strict=True)],
         ]
         ax_s.errorbar(delays, rate, yerr=err, marker="o", capsize=3, label=mode)
         react = [

@@ -55,14 +55,18 @@ def _build(policy: str, task: str, image_size: int):
 
 
 def _init_worker(policy: str, task: str, image_size: int) -> None:
+    from robot_io.sim.kinematics import forward
+
     _WORKER["env"], _WORKER["policy"] = _build(policy, task, image_size)
+    links = _WORKER["env"].arm_config.link_lengths
+    _WORKER["fk"] = lambda q: forward(q, links)
 
 
 def _run_job(job: tuple[str, ExecutionConfig, int]) -> EpisodeMetrics:
     task, cfg, seed = job
     env, policy = _WORKER["env"], _WORKER["policy"]
     trace = EpisodeRunner(env, policy, cfg, task).run(seed)
-    return episode_metrics(trace, env.forward_kinematics)
+    return episode_metrics(trace, _WORKER["fk"])
 
 
 def jobs_for(cfg: SweepConfig) -> list[tuple[str, ExecutionConfig, int]]:
