@@ -1,0 +1,85 @@
+"""Measurements of the suite: env speed, render time, expert success vs. reaction delay and execution mode.
+
+python -m robot_io.sim.bench --seeds 100 --delays 0 2 4 6 8 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from robot_io.sim.env import TASKS, ArmEnv
+from robot_io.sim.rollout import EXECUTION_MODES, expert_success_rate, run_chunked_episode
+
+
+def step_timings(task: str, image_size: int, steps: int = 3000) -> tuple[float, float, float]:
+    """(env.step calls per second incl. rendering, expert_action calls per second, mean reset ms)."""
+    env = ArmEnv(task=task, image_size=image_size)
+    step_s = expert_s = reset_s = 0.0
+    resets, done = 0, True
+    for _ in range(steps):
+        if done:
+            start = time.perf_counter()
+            env.reset(seed=resets)
+            reset_s += time.perf_counter() - start
+            resets += 1
+        start = time.perf_counter()
+        action = env.expert_action()
+        expert_s += time.perf_counter() - start
+        start = time.perf_counter()
+        _, _, terminated, truncated, _ = env.step(action)
+        step_s += time.perf_counter() - start
+        done = terminated or truncated
+    return steps / step_s, steps / expert_s, 1e3 * reset_s / resets
+
+
+def render_ms(image_size: int, frames: int = 2000) -> float:
+    """Median time of one frame (arm + 3 targets) in milliseconds."""
+    env = ArmEnv(task="reach", image_size=image_size)
+    env.reset(seed=0)
+    times = []
+    for _ in range(frames):
+        start = time.perf_counter()
+        env._observe()
+        times.append(time.perf_counter() - start)
+    return 1e3 * float(np.median(times))
+
+
+def chunked_success(task: str, seeds: int, delay: int, execute: int) -> list[float]:
+    env = ArmEnv(task=task, image_size=32)
+    return [
+        float(np.mean([run_chunked_episode(env, s, mode, delay, execute).success for s in range(seeds)]))
+        for mode in EXECUTION_MODES
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=100, help="episodes per task and setting")
+    parser.add_argument("--delays", type=int, nargs="+", default=[0, 2, 4, 6, 8, 10], help="delays [steps]")
+    parser.add_argument("--execute", type=int, default=10, help="execution horizon of the chunked modes")
+    parser.add_argument("--image-size", type=int, default=96)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    args = parser.parse_args(argv)
+    print(f"render {args.image_size}px: {render_ms(args.image_size):.3f} ms/frame (median)")
+    for task in args.tasks:
+        steps, expert, reset = step_timings(task, args.image_size)
+        print(f"{task:10s} env.step {steps:6.0f}/s, expert_action {expert:6.0f}/s, reset {reset:5.1f} ms")
+    print("closed-loop expert success by reaction delay: " + " ".join(f"d={d}" for d in args.delays))
+    for task in args.tasks:
+        rates = [expert_success_rate(task, range(args.seeds), d, image_size=32) for d in args.delays]
+        print(f"{task:10s} " + " ".join(f"{r:4.2f}" for r in rates))
+    print(f"chunked expert (execute {args.execute}) success, {' / '.join(EXECUTION_MODES)}:")
+    delays = [d for d in args.delays if d <= args.execute]
+    for task in args.tasks:
+        cells = [chunked_success(task, args.seeds, d, args.execute) for d in delays]
+        print(
+            f"{task:10s} "
+            + "  ".join(f"d={d}: " + "/".join(f"{r:.2f}" for r in c) for d, c in zip(delays, cells, strict=True))
+        )
+
+
+if __name__ == "__main__":
+    main()
