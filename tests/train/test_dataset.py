@@ -1,0 +1,66 @@
+"""Episodes <-> .npz: round trip, atomic write, validation with clear errors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tests.train.synthetic import dot_episodes, ramp_episode
+from vlash.train.dataset import load_episodes, save_episodes
+from vlash.train.episodes import Episode
+from vlash.train.errors import DatasetError
+
+
+def test_round_trip(tmp_path):
+    episodes = dot_episodes(3)
+    episodes[1] = replace(episodes[1], success=False)
+    path = save_episodes(tmp_path / "data.npz", episodes)
+    loaded = load_episodes(path)
+    assert len(loaded) == 3
+    for a, b in zip(episodes, loaded, strict=True):
+        assert (a.task, a.instruction, a.seed, a.success) == (b.task, b.instruction, b.seed, b.success)
+        for name in ("images", "states", "actions"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+            assert getattr(a, name).dtype == getattr(b, name).dtype
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.npz"]  # no temp file left
+
+
+def _tamper(path, **changes):
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays.update(changes)
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"states": np.zeros((5, 2), np.float64)}, "states must be float32"),
+        ({"lengths": np.array([3, 3], np.int64)}, "lengths sum to 6"),
+        ({"format": np.array("other/9")}, "format"),
+        ({"tasks": np.array(["a"])}, "per-episode arrays"),
+    ],
+)
+def test_malformed_files_are_rejected(tmp_path, changes, message):
+    path = save_episodes(tmp_path / "data.npz", [ramp_episode(10), ramp_episode(12)])
+    _tamper(path, **changes)
+    with pytest.raises(DatasetError, match=message):
+        load_episodes(path)
+
+
+def test_missing_and_corrupt_files(tmp_path):
+    with pytest.raises(DatasetError, match="not found"):
+        load_episodes(tmp_path / "nope.npz")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(DatasetError, match="cannot read"):
+        load_episodes(tmp_path / "bad.npz")
+
+
+def test_episode_validation():
+    e = ramp_episode(5)
+    with pytest.raises(DatasetError, match="frame counts"):
+        Episode("reach", "x", e.images, e.states[:4], e.actions, 0)
+    with pytest.raises(DatasetError, match="uint8"):
+        Episode("reach", "x", e.images.astype(np.float32), e.states, e.actions, 0)

@@ -1,0 +1,24 @@
+"""State-bin embeddings start from a smooth code of the bin value; other rows stay random."""
+
+from __future__ import annotations
+
+import torch
+
+from vlash.policies.checkpoint import build_random
+from vlash.policies.pi05 import load_preset
+from vlash.train.init import init_state_bin_embeddings, tokenizer_vocab
+from vlash.train.tokenizer_train import train_tokenizer
+
+
+def test_bin_rows_are_smooth_in_the_value(tmp_path):
+    vocab = tokenizer_vocab(train_tokenizer(["reach the red dot"], tmp_path))
+    model = build_random(load_preset("pi05-tiny"), seed=0)
+    before = model.vlm.embed_tokens.weight.detach().clone()
+    assert init_state_bin_embeddings(model, vocab) == 257  # bins -1..255
+    weight = model.vlm.embed_tokens.weight.detach()
+    rows = weight[[vocab[str(b)] for b in range(256)]]
+    dist = torch.cdist(rows, rows)
+    assert (dist[0, 1:] > 0).all() and dist[100, 101] < dist[100, 110] < dist[100, 200]
+    assert abs(rows.std().item() - before.std().item()) < 0.1  # the random rows' scale
+    untouched = [vocab[w] for w in ("reach", "Task", "<bos>")]
+    assert torch.equal(weight[untouched], before[untouched])

@@ -1,0 +1,29 @@
+"""`vlash train` on a saved synthetic dataset: summary, policy directory, clean config errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.train.synthetic import dot_episodes
+from vlash.cli.main import main
+from vlash.train.dataset import save_episodes
+
+MICRO = str(Path(__file__).with_name("pi05-micro.yaml"))
+
+
+def test_train_command_reuses_a_dataset(tmp_path, capsys):
+    data = save_episodes(tmp_path / "data.npz", dot_episodes(4))
+    out = tmp_path / "policy"
+    args = ["train", "--policy", MICRO, "--dataset", str(data), "--out", str(out), "--steps", "3", "--batch", "4"]
+    assert main([*args, "--quiet", "--json", "--no-augment", "--d-max", "2"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["steps"] == 3 and summary["episodes"] == 4 and summary["out"] == str(out)
+    assert (out / "model.safetensors").is_file() and (out / "train_log.json").is_file()
+
+
+def test_bad_settings_are_clean_errors(tmp_path, capsys):
+    assert main(["train", "--out", str(tmp_path / "p"), "--steps", "0"]) == 2
+    assert "steps must be an int >= 1" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "p"), "--d-max", "60", "--policy", MICRO]) == 2
+    assert "d_max must be an int in [0, horizon=50)" in capsys.readouterr().err

@@ -1,0 +1,109 @@
+"""Training end to end on synthetic episodes: the loss falls, the policy directory loads and acts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.train.synthetic import dot_episodes
+from vlash.policies.checkpoint import build_random
+from vlash.policies.pi05 import load_preset
+from vlash.policies.pi05.model import Pi05Inputs
+from vlash.policies.pi05.processor import Observation
+from vlash.policies.policy_dir import load_policy
+from vlash.sampling import FlowSampler, SamplerConfig
+from vlash.train import trainer
+from vlash.train.config import TrainConfig
+from vlash.train.output import with_config
+
+MICRO = str(Path(__file__).with_name("pi05-micro.yaml"))
+
+
+def _config(tmp_path, **kw) -> TrainConfig:
+    base = dict(
+        policy=MICRO,
+        steps=60,
+        batch_size=8,
+        lr=3e-3,
+        warmup_steps=5,
+        log_every=5,
+        progress=False,
+        out=str(tmp_path / "p"),
+    )
+    return TrainConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    return dot_episodes(6)
+
+
+def test_short_run_lowers_the_loss_and_writes_a_loadable_policy(tmp_path, episodes):
+    result = trainer.train(_config(tmp_path), episodes=episodes, command="vlash train (test)")
+    first, last = np.mean(result.loss_curve[:5]), np.mean(result.loss_curve[-5:])
+    assert last < 0.5 * first, (first, last)
+    assert result.final_loss == pytest.approx(last) and result.steps_per_s > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]  # no staging or .old directory left
+    log = json.loads((tmp_path / "p" / "train_log.json").read_text())
+    assert log["loss"] == result.loss_curve and log["step"] == 60
+    policy = load_policy(tmp_path / "p")
+    meta = policy.metadata
+    assert meta["command"] == "vlash train (test)" and meta["complete"] and meta["dataset"]["episodes"] == 6
+    assert policy.config.max_token_len == load_preset(MICRO).max_token_len  # saved with the preset's shapes
+    e = episodes[0]
+    obs = Observation({"base_0_rgb": e.images[0]}, e.states[0], e.instruction)
+    inputs = policy.processor.preprocess([obs])
+    cache = policy.model.prefill(inputs)
+    sampler = FlowSampler(SamplerConfig(schedule="horizon-aware"))
+    out = sampler.sample(lambda x, tau: policy.model.denoise_step(x, tau, cache), torch.randn(1, 50, 32))
+    actions = policy.processor.postprocess(out.actions)
+    assert actions.shape == (1, 50, 2) and np.isfinite(actions).all()
+
+
+def test_same_seed_same_run_and_checkpoints(tmp_path, episodes):
+    a = trainer.train(_config(tmp_path / "a", steps=4, checkpoint_every=2), episodes=episodes)
+    b = trainer.train(_config(tmp_path / "b", steps=4), episodes=episodes)
+    c = trainer.train(_config(tmp_path / "c", steps=4, seed=1), episodes=episodes)
+    assert a.loss_curve == b.loss_curve and a.loss_curve != c.loss_curve
+
+
+def test_interrupt_keeps_the_previous_policy_whole(tmp_path, episodes, monkeypatch):
+    trainer.train(_config(tmp_path, steps=2), episodes=episodes)
+    before = (tmp_path / "p" / "model.safetensors").read_bytes()
+    real_step = trainer.flow_step
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "flow_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(_config(tmp_path, steps=5, seed=3), episodes=episodes)
+    assert (tmp_path / "p" / "model.safetensors").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
+
+
+def test_trimmed_prompt_padding_gives_the_same_velocities():
+    """Training pads prompts only to the longest one; the saved preset pads to 48: same function."""
+    full = load_preset("pi05-tiny")
+    trimmed = with_config(build_random(full, seed=0), full.with_overrides(max_token_len=12))
+    model = with_config(trimmed, full)
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(4, 1024, (2, 12), generator=g)
+    masks = torch.ones(2, 12, dtype=torch.bool)
+    masks[1, 9:] = False
+    images = torch.rand(2, 1, 3, 112, 112, generator=g) * 2 - 1
+    x, tau = torch.randn(2, 50, 32, generator=g), torch.rand(2, 50, generator=g)
+    image_masks = torch.ones(2, 1, dtype=torch.bool)
+    pad = torch.zeros(2, 36, dtype=torch.long)
+    v_short = trimmed.forward_joint(Pi05Inputs(images, image_masks, tokens, masks), x, tau)
+    long_inputs = Pi05Inputs(images, image_masks, torch.cat([tokens, pad], 1), torch.cat([masks, pad.bool()], 1))
+    v_long = model.forward_joint(long_inputs, x, tau)
+    torch.testing.assert_close(v_short, v_long, rtol=1e-4, atol=1e-5)

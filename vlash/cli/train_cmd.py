@@ -1,0 +1,86 @@
+"""`vlash train --out DIR`: record expert episodes in robot_io.sim and train a pi0.5-shaped policy on them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from vlash.policies.pi05 import available_presets
+from vlash.train.config import DEFAULT_TASKS, TrainConfig, TrainResult
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a policy from scratch on simulated expert demonstrations")
+    p.add_argument("--out", required=True, help="policy directory to write (replaced atomically at the end)")
+    p.add_argument("--policy", default="pi05-tiny", help=f"preset or YAML path ({', '.join(available_presets())})")
+    p.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="comma-separated robot_io.sim tasks")
+    p.add_argument("--episodes", type=int, default=200, help="expert episodes recorded per task")
+    p.add_argument("--steps", type=int, default=TrainConfig.steps, help="optimizer steps")
+    p.add_argument("--batch", type=int, default=32, help="samples per step")
+    p.add_argument("--lr", type=float, default=TrainConfig.lr, help="AdamW peak learning rate")
+    p.add_argument("--warmup", type=int, default=TrainConfig.warmup_steps, help="linear warm-up steps")
+    p.add_argument("--d-max", type=int, default=8, help="largest future-state offset / committed prefix")
+    p.add_argument("--no-augment", action="store_true", help="baseline: no future state, no prefix, constant times")
+    p.add_argument("--dataset", default=None, help=".npz of episodes: reused when it exists, else recorded there")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--image-size", type=int, default=96, help="simulator render size in pixels")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--log-every", type=int, default=25, help="steps per progress update")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="also write the policy every N steps (0: off)")
+    p.add_argument("--keep-failed", action="store_true", help="train on failed expert episodes too")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(
+        policy=args.policy,
+        tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
+        episodes_per_task=args.episodes,
+        steps=args.steps,
+        batch_size=args.batch,
+        lr=args.lr,
+        warmup_steps=args.warmup,
+        seed=args.seed,
+        d_max=args.d_max,
+        augment=not args.no_augment,
+        image_size=args.image_size,
+        only_successful=not args.keep_failed,
+        num_threads=args.threads,
+        out=args.out,
+        dataset=args.dataset,
+        log_every=args.log_every,
+        checkpoint_every=args.checkpoint_every,
+        progress=not args.quiet,
+    )
+
+
+def print_summary(result: TrainResult, console: Console) -> None:
+    table = Table("", "value", title=f"trained {result.out}")
+    summary = result.summary()
+    for key, value in summary.items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    console.print(table)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vlash.train.trainer import train  # torch-heavy: only when the command runs
+
+    config = config_from_args(args)
+    console = Console(stderr=args.json)
+    try:
+        result = train(config, command=shlex.join(sys.argv))
+    except KeyboardInterrupt:
+        kept = f" (checkpoints every {config.checkpoint_every} steps are kept)" if config.checkpoint_every else ""
+        console.print(f"[bold red]interrupted[/]: {config.out} was not replaced{kept}")
+        return 130
+    if args.json:
+        print(json.dumps(result.summary(), indent=2))
+    else:
+        print_summary(result, console)
+    return 0

@@ -1,0 +1,122 @@
+"""Settings and result of a training run (`vlash.train.trainer.train`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vlash.train.errors import ConfigError
+from vlash.train.samples import SampleSpec
+
+DEFAULT_TASKS = ("reach", "track", "whack", "intercept")
+
+
+@dataclass
+class TrainConfig:
+    """One training run: data, model, optimizer, augmentations, output."""
+
+    policy: str = "pi05-tiny"  # policy preset name or YAML path (the architecture trained from scratch)
+    tasks: tuple[str, ...] = DEFAULT_TASKS  # robot_io.sim tasks to record expert episodes of
+    episodes_per_task: int = 200  # expert episodes recorded per task, >= 1
+    steps: int = 1500  # optimizer steps, >= 1 (pi05-tiny, batch 32, 2 CPU cores: ~1.9 steps/s, ~13 min)
+    batch_size: int = 32  # samples per step, >= 1
+    lr: float = 1e-3  # AdamW peak learning rate, > 0 (from scratch, short budget: 1e-3 beat 3e-4 at 300 steps)
+    warmup_steps: int = 100  # linear warm-up from 0 to lr, >= 0; then cosine decay
+    min_lr_ratio: float = 0.1  # the cosine decays to lr * min_lr_ratio at the last step, in [0, 1]
+    weight_decay: float = 0.01  # AdamW decoupled weight decay on weight matrices, >= 0
+    grad_clip: float = 1.0  # max global gradient norm, > 0
+    seed: int = 0  # seeds recording, sample draws, noise, times and the initial weights
+    d_max: int = 8  # largest future-state offset / committed prefix (control steps), 0 <= d_max < H
+    augment: bool = True  # future-state offsets + committed prefix / horizon-aware mix (False: baseline)
+    mix_prob: float = 0.5  # share of hand-off samples (committed prefix, horizon-aware times), in [0, 1]
+    has_prob: float = 0.5  # share of horizon-aware per-token times among hand-off samples, in [0, 1]
+    pad_loss_weight: float = 0.1  # weight of the zero-padded action dims in the loss (see flow.flow_loss)
+    image_size: int = 96  # simulator render size in pixels (resized to the policy's input size)
+    only_successful: bool = True  # train on the episodes the expert solved only
+    num_threads: int = 2  # torch CPU threads, >= 1
+    out: str = "checkpoints/sim"  # policy directory to write (replaced atomically)
+    dataset: str | None = None  # .npz of recorded episodes: loaded when it exists, else recorded and saved
+    log_every: int = 25  # steps per progress-bar update and per loss-log line, >= 1
+    checkpoint_every: int = 0  # write the policy directory every this many steps too; 0: only at the end
+    progress: bool = True  # draw progress bars
+    trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
+    bin_embedding_init: bool = True  # start state-bin token embeddings from a code of their value (train.init)
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form provenance copied into the metadata
+
+    def __post_init__(self) -> None:
+        self.tasks = tuple(self.tasks)
+        if not self.tasks or any(not isinstance(t, str) or not t for t in self.tasks):
+            raise ConfigError(f"tasks must be a non-empty list of task names, got {self.tasks!r}")
+        ints = {
+            "episodes_per_task": (self.episodes_per_task, 1),
+            "steps": (self.steps, 1),
+            "batch_size": (self.batch_size, 1),
+            "warmup_steps": (self.warmup_steps, 0),
+            "image_size": (self.image_size, 8),
+            "num_threads": (self.num_threads, 1),
+            "log_every": (self.log_every, 1),
+            "checkpoint_every": (self.checkpoint_every, 0),
+        }
+        for name, (value, low) in ints.items():
+            if not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
+        positive = {"lr": self.lr, "grad_clip": self.grad_clip}
+        for name, value in positive.items():
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+        if not (0.0 <= self.min_lr_ratio <= 1.0):
+            raise ConfigError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+        if not (math.isfinite(self.pad_loss_weight) and self.pad_loss_weight >= 0):
+            raise ConfigError(f"pad_loss_weight must be >= 0, got {self.pad_loss_weight!r}")
+        if not str(self.out):
+            raise ConfigError("out must name a directory")
+        self.sample_spec(self.d_max + 1)  # validates d_max >= 0, mix_prob and has_prob
+
+    def sample_spec(self, horizon: int) -> SampleSpec:
+        """How samples are drawn for a policy with chunk length `horizon`."""
+        if not self.augment:
+            return SampleSpec.baseline(horizon)
+        return SampleSpec(horizon=horizon, d_max=self.d_max, mix_prob=self.mix_prob, has_prob=self.has_prob)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain types only (YAML-safe)."""
+        out = asdict(self)
+        out["tasks"] = list(self.tasks)
+        return out
+
+
+@dataclass
+class TrainResult:
+    """What a finished run reports."""
+
+    out: Path  # the policy directory written
+    final_loss: float  # mean optimized loss over the last log_every steps
+    final_real_loss: float  # same, real action dims only
+    loss_curve: list[float]  # optimized loss of every step
+    real_loss_curve: list[float]  # loss on the real action dims of every step
+    wall_time_s: float  # whole run: data, training, saving
+    train_time_s: float  # the optimizer steps only
+    steps_per_s: float  # steps / train_time_s
+    num_episodes: int  # episodes trained on
+    num_frames: int  # frames trained on
+    success_rate: float  # the expert's success rate over the recorded (unfiltered) episodes
+    metadata: dict[str, Any] = field(default_factory=dict)  # what was written to config.yaml
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "final_loss": self.final_loss,
+            "final_real_loss": self.final_real_loss,
+            "first_loss": self.loss_curve[0] if self.loss_curve else None,
+            "steps": len(self.loss_curve),
+            "wall_time_s": round(self.wall_time_s, 1),
+            "train_time_s": round(self.train_time_s, 1),
+            "steps_per_s": round(self.steps_per_s, 3),
+            "episodes": self.num_episodes,
+            "frames": self.num_frames,
+            "expert_success_rate": self.success_rate,
+        }

@@ -1,0 +1,127 @@
+"""Episodes <-> one compressed .npz file (format "vlash.episodes/1"), written atomically, validated on load.
+
+Layout: frames of all episodes concatenated (`images` uint8 [N, S, S, 3], `states` / `actions` float32
+[N, J]) plus per-episode arrays (`lengths` int64 [E], `seeds` int64 [E], `success` bool [E], `tasks` and
+`instructions` unicode [E]). No pickled objects: loading uses allow_pickle=False.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from vlash.train.episodes import Episode
+from vlash.train.errors import DatasetError
+
+FORMAT = "vlash.episodes/1"
+ARRAYS = ("format", "images", "states", "actions", "lengths", "seeds", "success", "tasks", "instructions")
+
+
+def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> Path:
+    """Write `episodes` to `path` (.npz); an existing file is replaced only once the new one is whole."""
+    if not episodes:
+        raise DatasetError("no episodes to save")
+    sizes = {e.images.shape[1:] for e in episodes}
+    joints = {e.num_joints for e in episodes}
+    if len(sizes) != 1 or len(joints) != 1:
+        raise DatasetError(f"episodes differ in image shape {sizes} or joint count {joints}; cannot concatenate")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {
+        "format": np.array(FORMAT),
+        "images": np.concatenate([e.images for e in episodes]),
+        "states": np.concatenate([e.states for e in episodes]),
+        "actions": np.concatenate([e.actions for e in episodes]),
+        "lengths": np.array([len(e) for e in episodes], dtype=np.int64),
+        "seeds": np.array([e.seed for e in episodes], dtype=np.int64),
+        "success": np.array([e.success for e in episodes], dtype=bool),
+        "tasks": np.array([e.task for e in episodes], dtype=np.str_),
+        "instructions": np.array([e.instruction for e in episodes], dtype=np.str_),
+    }
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _read(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise DatasetError(f"dataset not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            missing = [k for k in ARRAYS if k not in data.files]
+            if missing:
+                raise DatasetError(f"{path}: missing arrays {missing} (has {sorted(data.files)})")
+            return {k: data[k] for k in ARRAYS}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise DatasetError(f"cannot read dataset {path}: {exc}") from exc
+
+
+def _check(path: Path, a: dict[str, np.ndarray]) -> None:
+    if str(a["format"]) != FORMAT:
+        raise DatasetError(f"{path}: format is {str(a['format'])!r}, expected {FORMAT!r}")
+    expected = {
+        "images": (np.uint8, 4),
+        "states": (np.float32, 2),
+        "actions": (np.float32, 2),
+        "lengths": (np.int64, 1),
+        "seeds": (np.int64, 1),
+        "success": (np.bool_, 1),
+    }
+    for name, (dtype, ndim) in expected.items():
+        if a[name].dtype != dtype or a[name].ndim != ndim:
+            raise DatasetError(
+                f"{path}: {name} must be {np.dtype(dtype)} with {ndim} axes, got {a[name].dtype} {a[name].shape}"
+            )
+    for name in ("tasks", "instructions"):
+        if a[name].dtype.kind != "U" or a[name].ndim != 1:
+            raise DatasetError(f"{path}: {name} must be a 1-D unicode array, got {a[name].dtype} {a[name].shape}")
+    episodes = len(a["lengths"])
+    if any(len(a[k]) != episodes for k in ("seeds", "success", "tasks", "instructions")):
+        raise DatasetError(f"{path}: per-episode arrays differ in length (expected {episodes})")
+    frames = int(a["lengths"].sum())
+    if episodes == 0 or np.any(a["lengths"] < 1):
+        raise DatasetError(f"{path}: needs at least one episode and every episode >= 1 frame")
+    if any(len(a[k]) != frames for k in ("images", "states", "actions")):
+        raise DatasetError(
+            f"{path}: lengths sum to {frames} frames but images/states/actions have "
+            f"{len(a['images'])}/{len(a['states'])}/{len(a['actions'])}"
+        )
+
+
+def load_episodes(path: str | os.PathLike[str]) -> list[Episode]:
+    """Read a file written by `save_episodes`; DatasetError naming the file and the problem otherwise."""
+    path = Path(path)
+    a = _read(path)
+    _check(path, a)
+    bounds = np.concatenate([[0], np.cumsum(a["lengths"])])
+    episodes = []
+    for i in range(len(a["lengths"])):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        try:
+            episodes.append(
+                Episode(
+                    task=str(a["tasks"][i]),
+                    instruction=str(a["instructions"][i]),
+                    images=a["images"][lo:hi],
+                    states=a["states"][lo:hi],
+                    actions=a["actions"][lo:hi],
+                    seed=int(a["seeds"][i]),
+                    success=bool(a["success"][i]),
+                )
+            )
+        except DatasetError as exc:
+            raise DatasetError(f"{path}: {exc}") from None
+    return episodes

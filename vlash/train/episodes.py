@@ -1,0 +1,141 @@
+"""Expert demonstrations: one `Episode` per rollout of a simulated task's scripted expert.
+
+`record_episodes` runs `robot_io.sim`'s expert (`env.expert_action()`, absolute joint targets) from
+`reset` until the episode terminates or is truncated, keeping every frame's camera image, the observed
+joint state and the commanded action. Save / load: `vlash.train.dataset`.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vlash.train.errors import DatasetError, TrainError
+from vlash.train.progress import progress_bar
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One demonstration; frame `t` pairs the observation at `t` with the action commanded at `t`."""
+
+    task: str  # simulated task name ("reach", "track", ...)
+    instruction: str  # language instruction given to the policy
+    images: np.ndarray  # uint8 [T, S, S, 3] camera frames
+    states: np.ndarray  # float32 [T, J] observed joint state
+    actions: np.ndarray  # float32 [T, J] commanded absolute joint targets
+    seed: int  # reset seed that reproduces the episode
+    success: bool = True  # whether the expert solved the task in this episode
+
+    def __post_init__(self) -> None:
+        name = f"episode {self.task!r} seed {self.seed}"
+        for field, arr, dtype, ndim in (
+            ("images", self.images, np.uint8, 4),
+            ("states", self.states, np.float32, 2),
+            ("actions", self.actions, np.float32, 2),
+        ):
+            if not isinstance(arr, np.ndarray) or arr.dtype != dtype or arr.ndim != ndim:
+                got = f"{arr.dtype} {arr.shape}" if isinstance(arr, np.ndarray) else type(arr).__name__
+                raise DatasetError(f"{name}: {field} must be {np.dtype(dtype)} with {ndim} axes, got {got}")
+        length = self.images.shape[0]
+        if length < 1 or self.states.shape[0] != length or self.actions.shape[0] != length:
+            raise DatasetError(
+                f"{name}: frame counts differ or are zero: images {self.images.shape[0]}, "
+                f"states {self.states.shape[0]}, actions {self.actions.shape[0]}"
+            )
+        if self.images.shape[3] != 3 or self.images.shape[1] != self.images.shape[2]:
+            raise DatasetError(f"{name}: images must be [T, S, S, 3], got {self.images.shape}")
+        if self.states.shape[1] != self.actions.shape[1]:
+            raise DatasetError(f"{name}: state dims {self.states.shape[1]} != action dims {self.actions.shape[1]}")
+        if not (np.isfinite(self.states).all() and np.isfinite(self.actions).all()):
+            raise DatasetError(f"{name}: states or actions contain NaN or inf")
+
+    def __len__(self) -> int:
+        return int(self.images.shape[0])
+
+    @property
+    def num_joints(self) -> int:
+        return int(self.states.shape[1])
+
+
+def success_rate(episodes: Sequence[Episode]) -> float:
+    """Fraction of episodes the expert solved (0.0 for none)."""
+    return float(np.mean([e.success for e in episodes])) if episodes else 0.0
+
+
+def episode_seeds(task: str, count: int, seed: int) -> list[int]:
+    """Reset seeds of `count` episodes: distinct per (task, seed), reproducible."""
+    rng = np.random.default_rng([seed, zlib.crc32(task.encode())])
+    return [int(s) for s in rng.integers(0, 2**31 - 1, size=count)]
+
+
+def _make_env(task: str, seed: int, image_size: int) -> Any:
+    try:
+        from robot_io.sim import TASKS, make_env
+    except ImportError as exc:
+        raise TrainError(
+            f"recording needs the simulation suite robot_io.sim ({exc}); install the extra: pip install 'vlash[sim]'"
+        ) from exc
+    if task not in TASKS:
+        raise TrainError(f"unknown task {task!r}; robot_io.sim has {list(TASKS)}")
+    return make_env(task, seed=seed, image_size=image_size)
+
+
+def _is_success(info: dict[str, Any], terminated: bool) -> bool:
+    """The sim's own verdict when it reports one, else "terminated before the time limit"."""
+    return bool(info["success"]) if "success" in info else bool(terminated)
+
+
+def rollout_expert(env: Any, seed: int, task: str) -> Episode:
+    """One expert episode from `env.reset(seed=seed)` to termination or truncation."""
+    obs, info = env.reset(seed=seed)
+    instruction = str(env.instruction)
+    images, states, actions = [], [], []
+    terminated = truncated = False
+    for _ in range(int(env.max_steps) + 1):
+        action = np.asarray(env.expert_action(), dtype=np.float32)
+        images.append(np.asarray(obs["image"], dtype=np.uint8))
+        states.append(np.asarray(obs["state"], dtype=np.float32))
+        actions.append(action)
+        obs, _reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    return Episode(
+        task=task,
+        instruction=instruction,
+        images=np.stack(images),
+        states=np.stack(states),
+        actions=np.stack(actions),
+        seed=seed,
+        success=_is_success(info, terminated),
+    )
+
+
+def record_episodes(
+    task: str,
+    count: int,
+    seed: int,
+    image_size: int = 96,
+    progress: bool = True,
+    only_successful: bool = False,
+) -> list[Episode]:
+    """Record `count` expert episodes of `task` (fewer when `only_successful` drops failed ones).
+
+    Deterministic given (task, count, seed, image_size). Each episode keeps its reset seed and whether it
+    succeeded; `success_rate` of the unfiltered list is the expert's success rate.
+    """
+    if count < 1:
+        raise TrainError(f"count must be >= 1, got {count}")
+    env = _make_env(task, seed, image_size)
+    episodes = []
+    with progress_bar(f"recording {task}", total=count, enabled=progress) as advance:
+        for s in episode_seeds(task, count, seed):
+            episodes.append(rollout_expert(env, s, task))
+            advance(1, f"success {success_rate(episodes):.0%}")
+    close = getattr(env, "close", None)
+    if callable(close):
+        close()
+    return [e for e in episodes if e.success] if only_successful else episodes

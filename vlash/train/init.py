@@ -1,0 +1,57 @@
+"""Initialisation for training from scratch: state-bin token embeddings that encode their value.
+
+pi0.5 reads the robot state only as prompt tokens, one of 256 bins per joint. With random embeddings the
+model must learn 256 unrelated vectors before it knows where the arm is — and with absolute joint
+targets every action depends on that. pi0.5 itself starts from Gemma, whose number tokens already carry
+structure; from scratch we give each bin token a smooth code of its value instead: a sin/cos code of the
+bin centre in [-1, 1] at geometrically spaced frequencies (neighbouring bins get nearby vectors, the
+value is linearly decodable), with the per-entry scale of the random rows. The rows stay trainable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from vlash.policies.pi05.model import Pi05Model
+from vlash.train.tokenizer_train import STATE_BINS
+
+MIN_CYCLES = 0.25  # lowest frequency: a quarter period over [-1, 1] (monotone in the value)
+MAX_CYCLES = 64.0  # highest: a period of 4 bins (fine resolution)
+
+
+def bin_value(token: str) -> float:
+    """The centre in [-1, 1] of a state bin token ("-1": just below -1)."""
+    return (int(token) + 0.5) / 256 * 2.0 - 1.0
+
+
+def value_code(values: torch.Tensor, width: int) -> torch.Tensor:
+    """[n] values -> [n, width] sin/cos code at geometric frequencies from MIN_CYCLES to MAX_CYCLES."""
+    half = width // 2
+    cycles = MIN_CYCLES * (MAX_CYCLES / MIN_CYCLES) ** torch.linspace(0.0, 1.0, half, dtype=torch.float64)
+    angle = math.pi * values.double()[:, None] * cycles[None, :]
+    code = torch.cat([angle.sin(), angle.cos()], dim=1) * math.sqrt(2.0)  # unit mean square per entry
+    return torch.nn.functional.pad(code, (0, width - 2 * half))
+
+
+def tokenizer_vocab(tokenizer_file: str | Path) -> dict[str, int]:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(tokenizer_file)).get_vocab()
+
+
+@torch.no_grad()
+def init_state_bin_embeddings(model: Pi05Model, vocab: Mapping[str, int]) -> int:
+    """Overwrite the embedding rows of the state-bin tokens in `vocab`; returns how many rows were set."""
+    weight = model.vlm.embed_tokens.weight
+    pairs = [(vocab[tok], bin_value(tok)) for tok in STATE_BINS if tok in vocab and vocab[tok] < weight.shape[0]]
+    if not pairs:
+        return 0
+    ids = torch.tensor([i for i, _ in pairs])
+    code = value_code(torch.tensor([v for _, v in pairs]), weight.shape[1])
+    scale = weight.float().std().item()  # keep the random rows' magnitude
+    weight[ids] = (code * scale).to(weight.dtype)
+    return len(pairs)

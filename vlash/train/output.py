@@ -1,0 +1,86 @@
+"""Writing a trained policy: vlash's policy directory plus train_log.json, swapped in whole or not at all.
+
+The directory is staged next to the target (`save_policy` into `.NAME.staging-PID`, then train_log.json),
+then renamed over the target; a failure or Ctrl-C at any point leaves the previous directory (or none)
+and removes the staging copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vlash.policies.normalization import Normalizer
+from vlash.policies.pi05.config import Pi05Config
+from vlash.policies.pi05.model import Pi05Model
+from vlash.policies.policy_dir import save_policy
+
+TRAIN_LOG = "train_log.json"
+
+
+def with_config(model: Pi05Model, config: Pi05Config) -> Pi05Model:
+    """The same weights (shared, not copied) under another config of identical parameter shapes."""
+    with torch.device("meta"):
+        out = Pi05Model(config)
+    out.load_state_dict(model.state_dict(), strict=True, assign=True)
+    return out.eval()
+
+
+def git_commit() -> dict[str, Any] | None:
+    """{"commit": sha, "dirty": bool} of the checkout vlash runs from, or None outside a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=here, capture_output=True, text=True, timeout=5, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": sha, "dirty": bool(status.strip())}
+
+
+def plain(value: Any) -> Any:
+    """`value` as YAML/JSON-safe plain types (numpy scalars -> Python numbers, str subclasses -> str)."""
+    return json.loads(json.dumps(value, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    if target.exists():
+        old = target.with_name(f".{target.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
+        staging.rename(target)
+        shutil.rmtree(old)
+    else:
+        staging.rename(target)
+
+
+def write_policy(
+    out: str | os.PathLike[str],
+    model: Pi05Model,
+    normalizer: Normalizer,
+    tokenizer_file: str | os.PathLike[str],
+    action_dims: int,
+    metadata: dict[str, Any],
+    train_log: dict[str, Any],
+) -> Path:
+    """Write (or atomically replace) the policy directory `out`; returns it."""
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        save_policy(staging, model, normalizer, tokenizer_file, action_dims, action_dims, plain(metadata))
+        (staging / TRAIN_LOG).write_text(json.dumps(plain(train_log)))
+        _swap_in(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

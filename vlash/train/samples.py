@@ -1,0 +1,170 @@
+"""Training samples with the two latency augmentations (pure numpy).
+
+Future-state offset (VLASH, ALGORITHMS.md §2): `delta ~ U{0..d_max}`; the image stays the one observed
+at `t`, the state becomes the state the robot will be in at `t + delta` — for `delta > 0` the action
+commanded at `t + delta - 1` (what the runtime sends: the last target commanded before the switch), for
+`delta = 0` the observed state at `t` — and the targets are `actions[t + delta : t + delta + H]`.
+Positions past the episode end repeat the last action and are masked out (`action_mask` False); `delta`
+is clamped so at least one real target exists.
+
+Committed prefix (training-time RTC, FASTER's mix; ALGORITHMS.md §3, §4b): with probability `mix_prob` a
+sample is a hand-off sample: `d ~ U{0..d_max}` (clamped so at least one non-prefix real target remains),
+the first `d` targets are given clean (per-token time 0) and left out of the loss, and with probability
+`has_prob` its per-token times follow the horizon-aware schedule; other samples are plain (d = 0,
+constant time; `vlash.train.flow` draws the times). Why not every sample: clean prefix actions and the
+clean early tokens of horizon-aware rows let a model from scratch predict the chunk from the actions
+alone. With every sample mixed (plain share 1/18) a pi05-tiny trained for 1500 steps ignored image and
+prompt entirely (shuffling them within the batch did not change its loss); plain samples keep the
+observation the only source of the chunk.
+
+Baseline (`SampleSpec.baseline`): delta = 0, d = 0, constant times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from vlash.train.episodes import Episode
+from vlash.train.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SampleSpec:
+    """How training samples are drawn."""
+
+    horizon: int = 50  # H, actions per chunk (the policy's action_horizon)
+    d_max: int = 8  # largest future-state offset and committed prefix length, 0 <= d_max < horizon
+    future_state: bool = True  # draw delta ~ U{0..d_max} (False: delta = 0)
+    prefix_mix: bool = True  # draw a committed prefix d ~ U{0..d_max} and mix in horizon-aware times
+    mix_prob: float = 0.5  # share of hand-off samples (prefix + maybe horizon-aware) with prefix_mix, in [0, 1]
+    has_prob: float = 0.5  # probability of horizon-aware per-token times in a hand-off sample, in [0, 1]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.horizon, int) or self.horizon < 1:
+            raise ConfigError(f"horizon must be an int >= 1, got {self.horizon!r}")
+        if not isinstance(self.d_max, int) or not 0 <= self.d_max < self.horizon:
+            raise ConfigError(f"d_max must be an int in [0, horizon={self.horizon}), got {self.d_max!r}")
+        for name in ("mix_prob", "has_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+
+    @classmethod
+    def baseline(cls, horizon: int = 50) -> SampleSpec:
+        """No augmentation: delta = 0, no prefix, constant times."""
+        return cls(horizon=horizon, d_max=0, future_state=False, prefix_mix=False, mix_prob=0.0, has_prob=0.0)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One training example built from frame `t` of an episode."""
+
+    image: np.ndarray  # uint8 [S, S, 3] camera frame observed at t
+    state: np.ndarray  # float32 [J] state given to the policy (future state at t + delta)
+    instruction: str  # task instruction
+    targets: np.ndarray  # float32 [H, J] actions[t + delta :], padded with the last action
+    action_mask: np.ndarray  # bool [H] True where the target is a real action (not end padding)
+    prefix_len: int  # d, committed clean actions at the chunk's start (no loss there)
+    delta: int  # future-state offset
+    frame: int  # t
+    use_has: bool  # per-token times from the horizon-aware schedule (else constant)
+
+    @property
+    def loss_mask(self) -> np.ndarray:
+        """bool [H]: real targets after the committed prefix."""
+        return self.action_mask & (np.arange(len(self.action_mask)) >= self.prefix_len)
+
+
+def build_sample(episode: Episode, t: int, spec: SampleSpec, rng: np.random.Generator) -> Sample:
+    """The sample of frame `t` of `episode`, offsets drawn from `rng` as `spec` says."""
+    length = len(episode)
+    if not 0 <= t < length:
+        raise IndexError(f"frame {t} outside the episode's {length} frames")
+    delta = int(rng.integers(0, spec.d_max + 1)) if spec.future_state else 0
+    delta = min(delta, length - 1 - t)
+    start = t + delta
+    state = episode.states[t] if delta == 0 else episode.actions[start - 1]
+    index = np.arange(start, start + spec.horizon)
+    action_mask = index < length
+    targets = episode.actions[np.minimum(index, length - 1)]
+    handoff = bool(spec.prefix_mix and rng.random() < spec.mix_prob)
+    prefix_len = min(int(rng.integers(0, spec.d_max + 1)), int(action_mask.sum()) - 1) if handoff else 0
+    use_has = bool(handoff and rng.random() < spec.has_prob)
+    return Sample(
+        image=episode.images[t],
+        state=np.array(state, dtype=np.float32),
+        instruction=episode.instruction,
+        targets=targets.astype(np.float32),
+        action_mask=action_mask,
+        prefix_len=prefix_len,
+        delta=delta,
+        frame=t,
+        use_has=use_has,
+    )
+
+
+@dataclass(frozen=True)
+class SampleBatch:
+    """B samples stacked; images are referenced by their global frame index (see `FrameTable`)."""
+
+    frames: np.ndarray  # int64 [B] global frame index (row of the FrameTable)
+    states: np.ndarray  # float32 [B, J]
+    instructions: list[str]  # [B]
+    targets: np.ndarray  # float32 [B, H, J]
+    action_mask: np.ndarray  # bool [B, H]
+    prefix_len: np.ndarray  # int64 [B]
+    delta: np.ndarray  # int64 [B]
+    use_has: np.ndarray  # bool [B]
+
+    @property
+    def loss_mask(self) -> np.ndarray:
+        """bool [B, H]: real targets after each sample's committed prefix."""
+        index = np.arange(self.action_mask.shape[1])
+        return self.action_mask & (index[None, :] >= self.prefix_len[:, None])
+
+
+class FrameTable:
+    """(episode, t) of every frame of a list of episodes, in concatenation order, for drawing samples.
+
+    With `balance_tasks` a draw picks a task uniformly, then a frame uniformly among that task's frames
+    (episode lengths differ a lot between tasks: a reach episode ends when touched, whack runs 240 steps);
+    otherwise frames are drawn uniformly.
+    """
+
+    def __init__(self, episodes: Sequence[Episode], balance_tasks: bool = True) -> None:
+        if not episodes:
+            raise ConfigError("need at least one episode to draw samples from")
+        lengths = np.array([len(e) for e in episodes], dtype=np.int64)
+        self.episodes = list(episodes)
+        self.offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])  # global index of each episode's frame 0
+        self.episode_of = np.repeat(np.arange(len(episodes)), lengths)  # [N]
+        self.t_of = np.arange(int(lengths.sum())) - np.repeat(self.offsets, lengths)  # [N]
+        tasks = np.array([e.task for e in episodes])[self.episode_of]
+        self.task_frames = [np.flatnonzero(tasks == task) for task in sorted(set(tasks))] if balance_tasks else []
+
+    def draw_frames(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """Global frame indices [count]: task-balanced or uniform (with replacement)."""
+        if not self.task_frames:
+            return rng.integers(0, len(self), size=count)
+        task = rng.integers(0, len(self.task_frames), size=count)
+        return np.array([self.task_frames[k][rng.integers(0, len(self.task_frames[k]))] for k in task])
+
+    def __len__(self) -> int:
+        return len(self.episode_of)
+
+    def draw(self, batch_size: int, spec: SampleSpec, rng: np.random.Generator) -> SampleBatch:
+        """`batch_size` samples of frames drawn with `draw_frames`."""
+        frames = self.draw_frames(batch_size, rng)
+        samples = [build_sample(self.episodes[self.episode_of[f]], int(self.t_of[f]), spec, rng) for f in frames]
+        return SampleBatch(
+            frames=frames.astype(np.int64),
+            states=np.stack([s.state for s in samples]),
+            instructions=[s.instruction for s in samples],
+            targets=np.stack([s.targets for s in samples]),
+            action_mask=np.stack([s.action_mask for s in samples]),
+            prefix_len=np.array([s.prefix_len for s in samples], dtype=np.int64),
+            delta=np.array([s.delta for s in samples], dtype=np.int64),
+            use_has=np.array([s.use_has for s in samples], dtype=bool),
+        )

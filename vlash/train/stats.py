@@ -1,0 +1,38 @@
+"""Normalization stats of a dataset: QUANTILES (q01 / q99 -> [-1, 1]) for state and action, as pi0.5."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
+from vlash.train.episodes import Episode
+from vlash.train.errors import DatasetError
+
+STATE_KEY = "observation.state"
+ACTION_KEY = "action"
+
+
+def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
+    """mean / std / min / max / q01 / q99 per column of `values` [N, D], float32."""
+    if values.ndim != 2 or len(values) == 0:
+        raise DatasetError(f"stats need a non-empty [N, D] array, got shape {values.shape}")
+    x = values.astype(np.float64)
+    q01, q99 = np.quantile(x, [0.01, 0.99], axis=0)
+    stats = {"mean": x.mean(0), "std": x.std(0), "min": x.min(0), "max": x.max(0), "q01": q01, "q99": q99}
+    return {k: v.astype(np.float32) for k, v in stats.items()}
+
+
+def dataset_normalizer(episodes: Sequence[Episode]) -> Normalizer:
+    """A Normalizer with "observation.state" (observed states) and "action" (commanded targets) stats."""
+    if not episodes:
+        raise DatasetError("no episodes to compute normalization stats from")
+    states = np.concatenate([e.states for e in episodes])
+    actions = np.concatenate([e.actions for e in episodes])
+    return Normalizer(
+        [
+            FeatureNorm(STATE_KEY, NormMode.QUANTILES, feature_stats(states)),
+            FeatureNorm(ACTION_KEY, NormMode.QUANTILES, feature_stats(actions)),
+        ]
+    )

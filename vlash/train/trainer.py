@@ -1,0 +1,224 @@
+"""Train a pi0.5-shaped policy from scratch on simulated expert data by flow matching.
+
+Pipeline: record (or load) expert episodes -> QUANTILES stats -> word-level tokenizer -> model images
+once -> per step: draw samples (future-state offsets, committed prefix, horizon-aware mix) -> times,
+noise, x_t -> `Pi05Model.forward_joint` -> masked MSE -> AdamW (warm-up + cosine, gradient clipping).
+Writes vlash's policy directory (config.yaml with provenance, weights, stats, tokenizer.json) plus
+train_log.json, atomically (`vlash.train.output`). Deterministic given the seed and thread count.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from vlash.policies.checkpoint import build_random
+from vlash.policies.normalization import Normalizer
+from vlash.policies.pi05.config import Pi05Config, load_preset
+from vlash.policies.pi05.model import Pi05Model
+from vlash.train.config import TrainConfig, TrainResult
+from vlash.train.data import TrainBatch, TrainingData
+from vlash.train.dataset import load_episodes, save_episodes
+from vlash.train.episodes import Episode, record_episodes, success_rate
+from vlash.train.errors import TrainError
+from vlash.train.flow import draw_times, flow_loss, noisy_actions, token_times
+from vlash.train.init import init_state_bin_embeddings, tokenizer_vocab
+from vlash.train.output import git_commit, with_config, write_policy
+from vlash.train.progress import progress_bar
+from vlash.train.stats import dataset_normalizer
+from vlash.train.tokenizer_train import train_tokenizer
+
+log = logging.getLogger(__name__)
+
+HAS_ALPHA = 0.6  # horizon-aware schedule exponent (ALGORITHMS.md §3 default)
+ADAM_BETAS = (0.9, 0.95)  # openpi's AdamW betas
+
+
+def gather_episodes(config: TrainConfig, episodes: Sequence[Episode] | None = None) -> tuple[list[Episode], float]:
+    """(episodes to train on, expert success rate): given, loaded from config.dataset, or recorded (and saved)."""
+    if episodes is not None:
+        found = list(episodes)
+    elif config.dataset and Path(config.dataset).is_file():
+        found = load_episodes(config.dataset)
+        log.info("loaded %d episodes from %s", len(found), config.dataset)
+    else:
+        found = []
+        for task in config.tasks:
+            found += record_episodes(task, config.episodes_per_task, config.seed, config.image_size, config.progress)
+        if config.dataset:
+            save_episodes(config.dataset, found)
+    rate = success_rate(found)
+    kept = [e for e in found if e.success] if config.only_successful else found
+    if not kept:
+        raise TrainError(f"no usable episodes ({len(found)} recorded, expert success rate {rate:.0%})")
+    return kept, rate
+
+
+def lr_factor(step: int, config: TrainConfig) -> float:
+    """Learning-rate multiplier at optimizer step `step` (0-based): linear warm-up, then cosine."""
+    if step < config.warmup_steps:
+        return (step + 1) / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+    return config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine
+
+
+def make_optimizer(model: Pi05Model, config: TrainConfig) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW with weight decay on weight matrices only (not norms, biases, embeddings) + the LR schedule."""
+    decay, plain = [], []
+    for name, p in model.named_parameters():
+        (decay if p.ndim >= 2 and "embed" not in name else plain).append(p)
+    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": plain, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=config.lr, betas=ADAM_BETAS)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, config))
+
+
+def flow_step(
+    model: Pi05Model, batch: TrainBatch, generator: torch.Generator, real_dims: int, pad_weight: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, real-dims loss) of one batch: draw times and noise, noise the targets, predict velocities."""
+    cfg = model.config
+    actions = batch.actions
+    t = draw_times(actions.shape[0], generator)
+    u0 = (cfg.num_steps - 1) / cfg.num_steps
+    tau = token_times(t, batch.prefix_len, batch.use_has, cfg.action_horizon, alpha=HAS_ALPHA, u0=u0)
+    noise = torch.randn(actions.shape, generator=generator)
+    x_t, u = noisy_actions(actions, noise, tau)
+    v = model.forward_joint(batch.inputs, x_t, tau)
+    return flow_loss(v, u, batch.loss_mask, tau, real_dims, pad_weight)
+
+
+def run_steps(
+    model: Pi05Model, data: TrainingData, config: TrainConfig, checkpoint: Callable[[int, dict], None]
+) -> tuple[dict[str, list[float]], float]:
+    """The optimization loop; returns ({"loss": [...], "real_loss": [...], "lr": [...]}, seconds)."""
+    opt, schedule = make_optimizer(model, config)
+    rng = np.random.default_rng(config.seed)
+    generator = torch.Generator().manual_seed(config.seed)
+    curves: dict[str, list[float]] = {"loss": [], "real_loss": [], "lr": []}
+    model.train()
+    start, reported = time.perf_counter(), 0
+    with progress_bar("training", total=config.steps, enabled=config.progress) as advance:
+        for step in range(config.steps):
+            batch = data.batch(config.batch_size, rng)
+            loss, real = flow_step(model, batch, generator, data.state_dims, config.pad_loss_weight)
+            if not torch.isfinite(loss):
+                raise TrainError(f"loss is {loss.item()} at step {step}; lower the learning rate (now {config.lr})")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            curves["lr"].append(schedule.get_last_lr()[0])
+            opt.step()
+            schedule.step()
+            curves["loss"].append(loss.item())
+            curves["real_loss"].append(real.item())
+            done = step + 1
+            if done % config.log_every == 0 or done == config.steps:
+                rate = done / (time.perf_counter() - start)
+                info = f"loss {np.mean(curves['loss'][-config.log_every :]):.4f}  {rate:.2f} steps/s"
+                advance(done - reported, info)
+                reported = done
+                log.info("step %d: %s", done, info)
+            if config.checkpoint_every and done % config.checkpoint_every == 0 and done < config.steps:
+                checkpoint(done, curves)
+    return curves, time.perf_counter() - start
+
+
+def _metadata(config: TrainConfig, command: str | None, data: TrainingData, rate: float) -> dict[str, Any]:
+    episodes = data.table.episodes
+    tasks = sorted({e.task for e in episodes})
+    return {
+        "trained_by": "vlash.train",
+        "command": command,
+        "config": config.to_dict(),
+        "git": git_commit(),
+        "torch": torch.__version__,
+        "dataset": {
+            "path": config.dataset,
+            "episodes": len(episodes),
+            "frames": len(data.table),
+            "expert_success_rate": rate,
+            "episodes_per_task": {t: sum(e.task == t for e in episodes) for t in tasks},
+            "instructions": sorted({e.instruction for e in episodes}),
+        },
+        "augment": {
+            "future_state": data.spec.future_state,
+            "prefix_mix": data.spec.prefix_mix,
+            "d_max": data.spec.d_max,
+            "mix_prob": data.spec.mix_prob,
+            "has_prob": data.spec.has_prob,
+        },
+    }
+
+
+def _tail_mean(values: list[float], count: int) -> float:
+    return float(np.mean(values[-count:])) if values else float("nan")
+
+
+def _saver(
+    config: TrainConfig,
+    model: Pi05Model,
+    policy: Pi05Config,
+    normalizer: Normalizer,
+    tokenizer_file: Path,
+    dims: int,
+    meta: dict[str, Any],
+) -> Callable[..., Path]:
+    """save(step, curves, extra=None): write the policy directory (preset shapes) and its train log."""
+
+    def save(step: int, curves: dict[str, list[float]], extra: dict[str, Any] | None = None) -> Path:
+        final = {"step": step, "complete": step == config.steps, **(extra or {})}
+        final["loss"] = _tail_mean(curves["loss"], config.log_every)
+        metadata = {**meta, **final, **config.extra}
+        weights = with_config(model, policy)
+        return write_policy(config.out, weights, normalizer, tokenizer_file, dims, metadata, {**curves, "step": step})
+
+    return save
+
+
+def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, command: str | None = None) -> TrainResult:
+    """Run `config` (on `episodes` when given, else recorded / loaded ones); writes config.out."""
+    torch.set_num_threads(config.num_threads)
+    start = time.perf_counter()
+    policy = load_preset(config.policy)
+    spec = config.sample_spec(policy.action_horizon)  # bad settings fail before any recording
+    kept, rate = gather_episodes(config, episodes)
+    normalizer = dataset_normalizer(kept)
+    with tempfile.TemporaryDirectory(prefix="vlash-train-") as tmp:
+        tokenizer_file = train_tokenizer({e.instruction for e in kept}, tmp, max_vocab=policy.vocab_size)
+        data = TrainingData(kept, policy, tokenizer_file, normalizer, spec, config.trim_prompt, config.progress)
+        model = build_random(data.model_config, seed=config.seed)
+        if config.bin_embedding_init:
+            init_state_bin_embeddings(model, tokenizer_vocab(tokenizer_file))
+        meta = _metadata(config, command, data, rate)
+        save = _saver(config, model, policy, normalizer, tokenizer_file, data.state_dims, meta)
+        curves, train_s = run_steps(model, data, config, save)
+        timing = {
+            "wall_time_s": time.perf_counter() - start,
+            "train_time_s": train_s,
+            "steps_per_s": config.steps / train_s,
+            "real_loss": _tail_mean(curves["real_loss"], config.log_every),
+        }
+        out = save(config.steps, curves, timing)
+    return TrainResult(
+        out=out,
+        final_loss=_tail_mean(curves["loss"], config.log_every),
+        final_real_loss=timing["real_loss"],
+        loss_curve=curves["loss"],
+        real_loss_curve=curves["real_loss"],
+        wall_time_s=time.perf_counter() - start,
+        train_time_s=train_s,
+        steps_per_s=timing["steps_per_s"],
+        num_episodes=len(kept),
+        num_frames=len(data.table),
+        success_rate=rate,
+        metadata={**meta, **timing},
+    )
