@@ -12,8 +12,25 @@ from vlash.cli.main import main
 
 def test_eval_oracle_writes_table_json_and_plot(tmp_path, capsys):
     out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
-    args = ["eval", "--task", "intercept", "--policy", "oracle", "--modes", "sync,naive,vlash,faster",
-            "--delays", "0,4", "--episodes", "6", "--workers", "1", "--json", str(out_json), "--plot", str(out_png)]
+    args = [
+        "eval",
+        "--task",
+        "intercept",
+        "--policy",
+        "oracle",
+        "--modes",
+        "sync,naive,vlash,faster",
+        "--delays",
+        "0,4",
+        "--episodes",
+        "6",
+        "--workers",
+        "1",
+        "--json",
+        str(out_json),
+        "--plot",
+        str(out_png),
+    ]
     assert main(args) == 0
     table = capsys.readouterr().out
     assert "faster" in table and "reaction ms" in table
@@ -31,6 +48,8 @@ def test_eval_oracle_writes_table_json_and_plot(tmp_path, capsys):
 def test_eval_rejects_bad_arguments(capsys):
     assert main(["eval", "--task", "reach", "--policy", "/no/such/dir"]) == 2
     assert "neither 'oracle' nor a policy directory" in capsys.readouterr().err
-    assert main(["eval", "--task", "reach", "--policy", "oracle", "--modes", "naive", "--delays", "12",
-                 "--episodes", "1"]) == 2
+    assert (
+        main(["eval", "--task", "reach", "--policy", "oracle", "--modes", "naive", "--delays", "12", "--episodes", "1"])
+        == 2
+    )
     assert "delay 12 > execution horizon 10" in capsys.readouterr().err

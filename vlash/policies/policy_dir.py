@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import yaml
 
+from vlash.atomic import staged_directory
 from vlash.errors import CheckpointError
 from vlash.policies.checkpoint import load_model, save_weights
 from vlash.policies.normalization import Normalizer
@@ -54,38 +55,29 @@ def save_policy(
     action_dims: int,
     state_dims: int | None = None,
     metadata: dict[str, Any] | None = None,
+    extra_files: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write a complete vlash policy directory; an existing one is replaced only once the new one is whole."""
-    target = Path(directory)
+    """Write a complete vlash policy directory (plus `extra_files`: name -> text, e.g. a training log);
+    an existing one is replaced only once the new one is whole."""
     tokenizer_file = Path(tokenizer_file)
     if tokenizer_file.name not in TOKENIZER_FILES or not tokenizer_file.is_file():
         raise CheckpointError(
             f"tokenizer_file must be an existing {' or '.join(TOKENIZER_FILES)}, got {tokenizer_file}"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        doc = {
-            "format": FORMAT,
-            "policy": model.config.to_dict(),
-            "processor": {"action_dims": action_dims, "state_dims": state_dims},
-            "metadata": metadata or {},
-        }
-        (tmp / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-        save_weights(model, tmp / "model.safetensors")
-        save_stats(tmp / "stats.safetensors", normalizer)
-        shutil.copyfile(tokenizer_file, tmp / tokenizer_file.name)
-        if target.exists():
-            old = target.with_name(f".{target.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            target.rename(old)
-            tmp.rename(target)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    doc = {
+        "format": FORMAT,
+        "policy": model.config.to_dict(),
+        "processor": {"action_dims": action_dims, "state_dims": state_dims},
+        "metadata": metadata or {},
+    }
+    with staged_directory(directory) as staging:
+        (staging / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        save_weights(model, staging / "model.safetensors")
+        save_stats(staging / "stats.safetensors", normalizer)
+        shutil.copyfile(tokenizer_file, staging / tokenizer_file.name)
+        for name, text in (extra_files or {}).items():
+            (staging / name).write_text(text)
+    return Path(directory)
 
 
 def load_policy(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save as _safetensors_bytes
 
+from vlash.atomic import atomic_write
 from vlash.policies.normalization import EpsRule, FeatureNorm, Normalizer, NormMode, StatsError
 
 log = logging.getLogger(__name__)
@@ -90,16 +90,7 @@ def save_stats(path: str | os.PathLike[str], normalizer: Normalizer) -> Path:
         for stat, value in feat.stats.items():
             tensors[f"{key}/{stat}"] = np.ascontiguousarray(value, dtype=np.float32)
     blob = _safetensors_bytes(tensors, metadata={"format": VLASH_STATS_FORMAT, "features": json.dumps(meta)})
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(target, lambda f: f.write(blob))
     return target
 
 

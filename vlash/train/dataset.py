@@ -8,13 +8,13 @@ Layout: frames of all episodes concatenated (`images` uint8 [N, S, S, 3], `state
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from vlash.atomic import atomic_write
 from vlash.train.episodes import Episode
 from vlash.train.errors import DatasetError
 
@@ -43,16 +43,7 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> 
         "tasks": np.array([e.task for e in episodes], dtype=np.str_),
         "instructions": np.array([e.instruction for e in episodes], dtype=np.str_),
     }
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(target, lambda f: np.savez_compressed(f, **arrays))
     return target
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -52,17 +51,6 @@ def plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
 
 
-def _swap_in(staging: Path, target: Path) -> None:
-    if target.exists():
-        old = target.with_name(f".{target.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        target.rename(old)
-        staging.rename(target)
-        shutil.rmtree(old)
-    else:
-        staging.rename(target)
-
-
 def write_policy(
     out: str | os.PathLike[str],
     model: Pi05Model,
@@ -74,13 +62,14 @@ def write_policy(
 ) -> Path:
     """Write (or atomically replace) the policy directory `out`; returns it."""
     target = Path(out)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        save_policy(staging, model, normalizer, tokenizer_file, action_dims, action_dims, plain(metadata))
-        (staging / TRAIN_LOG).write_text(json.dumps(plain(train_log)))
-        _swap_in(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    save_policy(
+        target,
+        model,
+        normalizer,
+        tokenizer_file,
+        action_dims,
+        action_dims,
+        plain(metadata),
+        extra_files={TRAIN_LOG: json.dumps(plain(train_log))},
+    )
     return target
