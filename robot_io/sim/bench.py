@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from robot_io.sim.env import TASKS, ArmEnv
-from robot_io.sim.rollout import EXECUTION_MODES, expert_success_rate, run_chunked_episode
+from robot_io.sim.rollout import expert_success_rate
 
 
 def step_timings(task: str, image_size: int, steps: int = 3000) -> tuple[float, float, float]:
@@ -47,19 +47,10 @@ def render_ms(image_size: int, frames: int = 2000) -> float:
     return 1e3 * float(np.median(times))
 
 
-def chunked_success(task: str, seeds: int, delay: int, execute: int) -> list[float]:
-    env = ArmEnv(task=task, image_size=32)
-    return [
-        float(np.mean([run_chunked_episode(env, s, mode, delay, execute).success for s in range(seeds)]))
-        for mode in EXECUTION_MODES
-    ]
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=100, help="episodes per task and setting")
     parser.add_argument("--delays", type=int, nargs="+", default=[0, 2, 4, 6, 8, 10], help="delays [steps]")
-    parser.add_argument("--execute", type=int, default=10, help="execution horizon of the chunked modes")
     parser.add_argument("--image-size", type=int, default=96)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     args = parser.parse_args(argv)
@@ -71,14 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     for task in args.tasks:
         rates = [expert_success_rate(task, range(args.seeds), d, image_size=32) for d in args.delays]
         print(f"{task:10s} " + " ".join(f"{r:4.2f}" for r in rates))
-    print(f"chunked expert (execute {args.execute}) success, {' / '.join(EXECUTION_MODES)}:")
-    delays = [d for d in args.delays if d <= args.execute]
-    for task in args.tasks:
-        cells = [chunked_success(task, args.seeds, d, args.execute) for d in delays]
-        print(
-            f"{task:10s} "
-            + "  ".join(f"d={d}: " + "/".join(f"{r:.2f}" for r in c) for d, c in zip(delays, cells, strict=True))
-        )
+    print("chunked execution modes under delay: `vlash eval --policy oracle` (vlash/eval)")
 
 
 if __name__ == "__main__":
