@@ -44,8 +44,7 @@ def main() -> None:
     for policy, cams, mode in itertools.product(args.policies, args.cameras, args.compile):
         config = load_preset(policy)
         if cams is not None:
-            names = list(config.camera_names) + [f"extra_{i}_rgb" for i in range(cams)]
-            config = config.with_overrides(camera_names=names[:cams])
+            config = config.with_cameras(cams)
         model = build_random(config, dtype=args.dtype, device=args.device)
         engine = create_engine("torch", model=model, compile_mode=None if mode == "none" else mode)
         for schedule in args.schedules:

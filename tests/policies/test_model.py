@@ -78,3 +78,13 @@ def test_bf16_model_tracks_fp32(two_camera_tiny):
     assert low.dtype == torch.bfloat16
     cos = torch.nn.functional.cosine_similarity(ref.flatten(), low.float().flatten(), dim=0)
     assert cos > 0.99
+
+
+def test_with_cameras_keeps_the_first_names_and_adds_extras():
+    from vlash.errors import ConfigError
+
+    cfg = load_preset("pi05")
+    assert cfg.with_cameras(1).camera_names == ("base_0_rgb",)
+    assert cfg.with_cameras(4).camera_names[-1] == "extra_0_rgb" and cfg.with_cameras(4).num_cameras == 4
+    with pytest.raises(ConfigError, match="camera count must be >= 1"):
+        cfg.with_cameras(0)

@@ -49,12 +49,7 @@ def _device(name: str) -> torch.device:
 
 def _config(args: argparse.Namespace):
     config = load_preset(args.policy)
-    if args.cameras is not None:
-        if args.cameras < 1:
-            raise ConfigError(f"--cameras must be >= 1, got {args.cameras}")
-        names = list(config.camera_names) + [f"extra_{i}_rgb" for i in range(args.cameras)]
-        config = config.with_overrides(camera_names=names[: args.cameras])
-    return config
+    return config if args.cameras is None else config.with_cameras(args.cameras)
 
 
 def print_report(report: BenchReport, console: Console) -> None:

@@ -79,7 +79,7 @@ class EpisodeRunner:
         if cfg.mode == "ensemble":
             return k % cfg.ensemble_every == 0
         if cur is None:
-            return k == 0 or (cfg.mode == "sync" and not self._pending)
+            return k == 0  # the first chunk; later ones are launched relative to the running chunk
         if cfg.mode == "sync":
             return k >= cur.start_step + cfg.execution_horizon
         return k == cur.start_step + cfg.execution_horizon - cfg.switch_delay

@@ -135,6 +135,13 @@ class Pi05Config:
         """A copy with top-level fields replaced (e.g. camera_names for a 1-camera benchmark)."""
         return _from_dict({**self.to_dict(), **changes})
 
+    def with_cameras(self, count: int) -> Pi05Config:
+        """A copy with `count` camera slots: the first of this config's names, then extra_<i>_rgb."""
+        if count < 1:
+            raise ConfigError(f"{self.name}: camera count must be >= 1, got {count}")
+        names = list(self.camera_names) + [f"extra_{i}_rgb" for i in range(count)]
+        return self.with_overrides(camera_names=names[:count])
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["camera_names"] = list(self.camera_names)

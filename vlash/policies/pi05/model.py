@@ -48,11 +48,15 @@ class PrefixCache:
     suffix_sin: Tensor
 
 
-def sincos_time_embedding(tau: Tensor, dim: int, min_period: float, max_period: float) -> Tensor:
-    """openpi posemb_sincos on per-token times tau [B, H] -> [B, H, dim] fp32, [sin | cos]."""
-    fraction = torch.linspace(0.0, 1.0, dim // 2, dtype=torch.float64, device=tau.device)
+def sincos_frequencies(dim: int, min_period: float, max_period: float) -> Tensor:
+    """openpi posemb_sincos angular frequencies 2*pi/period, periods log-spaced min..max, [dim/2] fp32."""
+    fraction = torch.linspace(0.0, 1.0, dim // 2, dtype=torch.float64)
     period = min_period * (max_period / min_period) ** fraction
-    freq = (2.0 * math.pi / period).float()
+    return (2.0 * math.pi / period).float()
+
+
+def sincos_time_embedding(tau: Tensor, freq: Tensor) -> Tensor:
+    """Per-token times tau [B, H] -> [B, H, 2 * len(freq)] fp32, [sin | cos]."""
     arg = tau.float()[..., None] * freq
     return torch.cat([arg.sin(), arg.cos()], dim=-1)
 
@@ -70,6 +74,7 @@ class Pi05Model(nn.Module):
         self.action_out_proj = nn.Linear(exp_w, config.action_dim)
         self.time_mlp_in = nn.Linear(exp_w, exp_w)
         self.time_mlp_out = nn.Linear(exp_w, exp_w)
+        self._time_freq: Tensor | None = None  # sin/cos frequencies, built on first use per device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -128,8 +133,11 @@ class Pi05Model(nn.Module):
     # ---------------------------------------------------------------- suffix
     def time_condition(self, tau: Tensor) -> Tensor:
         """Per-token adaRMS condition [B, H, W_expert] from per-token flow time tau [B, H]."""
-        cfg = self.config
-        emb = sincos_time_embedding(tau, cfg.expert.width, cfg.time_min_period, cfg.time_max_period)
+        if self._time_freq is None or self._time_freq.device != tau.device:
+            cfg = self.config
+            freq = sincos_frequencies(cfg.expert.width, cfg.time_min_period, cfg.time_max_period)
+            self._time_freq = freq.to(tau.device)
+        emb = sincos_time_embedding(tau, self._time_freq)
         return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb.to(self.dtype)))))
 
     def denoise_step(self, x_t: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
