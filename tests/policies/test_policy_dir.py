@@ -158,3 +158,36 @@ def test_processor_rejects_unknown_cameras_and_masks_missing_ones(tiny, tokenize
     inputs = processor.preprocess([obs])
     assert not inputs.image_masks.any() and inputs.token_masks[0].sum() > 5
     assert inputs.images.shape == (1, 1, 3, 112, 112)
+
+
+def _relative_processor(config, tokenizer_dir, mask=(True, False, True)) -> Pi05Processor:
+    encoder = Pi05PromptEncoder(PromptTokenizer.from_dir(tokenizer_dir), config.max_token_len, state_dims=3)
+    return Pi05Processor(config, _normalizer(), encoder, action_dims=ACTION_DIMS, relative_mask=mask)
+
+
+def test_relative_actions_round_trip_through_the_request_state(tiny, tokenizer_dir):
+    processor = _relative_processor(tiny.config, tokenizer_dir)
+    states = np.array([[0.5, 9.0, -2.0], [1.0, 7.0, 3.0]], np.float32)
+    actions = np.random.default_rng(0).normal(size=(2, 5, ACTION_DIMS)).astype(np.float32)
+    model_actions = processor.to_model_actions(actions, states)
+    # relative dims are taken from the state before normalizing; the absolute dim 1 is not
+    expected_rel = actions - states[:, None, :] * np.array([1, 0, 1], np.float32)
+    np.testing.assert_allclose(model_actions, processor.normalizer.normalize("action", expected_rel), atol=1e-6)
+    padded = torch.zeros(2, 5, tiny.config.action_dim)
+    padded[..., :ACTION_DIMS] = torch.from_numpy(model_actions)
+    np.testing.assert_allclose(processor.postprocess(padded, states), actions, atol=1e-5)
+    with pytest.raises(ShapeError, match="relative to the state"):
+        processor.postprocess(padded)
+    with pytest.raises(ShapeError, match="does not match"):
+        processor.postprocess(padded, states[:1])
+    with pytest.raises(ShapeError, match="relative_mask has 2 entries"):
+        _relative_processor(tiny.config, tokenizer_dir, mask=(True, True))
+
+
+def test_relative_mask_is_saved_and_loaded(tmp_path, tiny, tokenizer_dir):
+    out = save_policy(
+        tmp_path / "p", tiny, _normalizer(), tokenizer_dir / "tokenizer.json", ACTION_DIMS, 3, relative_mask=(1, 0, 1)
+    )
+    assert load_policy(out).processor.relative_mask == (True, False, True)
+    plain = save_policy(tmp_path / "q", tiny, _normalizer(), tokenizer_dir / "tokenizer.json", ACTION_DIMS)
+    assert load_policy(plain).processor.relative_mask is None and not load_policy(plain).processor.relative

@@ -60,8 +60,30 @@ def test_short_run_lowers_the_loss_and_writes_a_loadable_policy(tmp_path, episod
     cache = policy.model.prefill(inputs)
     sampler = FlowSampler(SamplerConfig(schedule="horizon-aware"))
     out = sampler.sample(lambda x, tau: policy.model.denoise_step(x, tau, cache), torch.randn(1, 50, 32))
-    actions = policy.processor.postprocess(out.actions)
+    assert policy.processor.relative_mask == (True, True)  # the default: chunks relative to the given state
+    actions = policy.processor.postprocess(out.actions, e.states[:1])
     assert actions.shape == (1, 50, 2) and np.isfinite(actions).all()
+
+
+def test_relative_targets_are_taken_from_the_samples_future_state(tmp_path, episodes):
+    """The training targets of a relative policy are what the processor makes of the absolute actions."""
+    from vlash.train.data import TrainingData
+    from vlash.train.stats import dataset_normalizer
+    from vlash.train.tokenizer_train import train_tokenizer
+
+    config, spec = load_preset(MICRO), _config(tmp_path).sample_spec(50)
+    normalizer = dataset_normalizer(episodes, relative_horizon=50)
+    tok = train_tokenizer({e.instruction for e in episodes}, tmp_path, max_vocab=config.vocab_size)
+    data = TrainingData(episodes, config, tok, normalizer, spec, progress=False, relative=True)
+    draw = data.table.draw(16, spec, np.random.default_rng(0))
+    assert (draw.delta > 0).any()
+    batch = data.tensors(draw)
+    rel = normalizer.normalize("action", draw.targets - draw.states[:, None, :])
+    np.testing.assert_allclose(batch.actions[..., :2].numpy(), rel, atol=1e-6)
+    assert not batch.actions[..., 2:].any()
+    # relative stats: q01/q99 of actions[t + k] - states[t], not of the absolute actions
+    absolute = dataset_normalizer(episodes)
+    assert not np.allclose(normalizer.feature("action").stats["q99"], absolute.feature("action").stats["q99"])
 
 
 def test_same_seed_same_run_and_checkpoints(tmp_path, episodes):

@@ -56,9 +56,11 @@ def save_policy(
     state_dims: int | None = None,
     metadata: dict[str, Any] | None = None,
     extra_files: Mapping[str, str] | None = None,
+    relative_mask: tuple[bool, ...] | None = None,
 ) -> Path:
     """Write a complete vlash policy directory (plus `extra_files`: name -> text, e.g. a training log);
-    an existing one is replaced only once the new one is whole."""
+    an existing one is replaced only once the new one is whole. `relative_mask`: action dims the model
+    predicts relative to the state (see `Pi05Processor`)."""
     tokenizer_file = Path(tokenizer_file)
     if tokenizer_file.name not in TOKENIZER_FILES or not tokenizer_file.is_file():
         raise CheckpointError(
@@ -67,7 +69,11 @@ def save_policy(
     doc = {
         "format": FORMAT,
         "policy": model.config.to_dict(),
-        "processor": {"action_dims": action_dims, "state_dims": state_dims},
+        "processor": {
+            "action_dims": action_dims,
+            "state_dims": state_dims,
+            "relative_mask": None if relative_mask is None else [bool(m) for m in relative_mask],
+        },
         "metadata": metadata or {},
     }
     with staged_directory(directory) as staging:
@@ -113,8 +119,13 @@ def _load_vlash(path: Path, dtype: str | torch.dtype, device: str | torch.device
     encoder = Pi05PromptEncoder(
         PromptTokenizer.from_dir(path), max_len=config.max_token_len, state_dims=proc.get("state_dims")
     )
+    mask = proc.get("relative_mask")
     processor = Pi05Processor(
-        config, load_stats(path / "stats.safetensors"), encoder, action_dims=proc.get("action_dims", config.action_dim)
+        config,
+        load_stats(path / "stats.safetensors"),
+        encoder,
+        action_dims=proc.get("action_dims", config.action_dim),
+        relative_mask=None if mask is None else tuple(mask),
     )
     return LoadedPolicy(model, processor, doc.get("metadata", {}))
 

@@ -42,6 +42,7 @@ class TrainConfig:
     checkpoint_every: int = 0  # write the policy directory every this many steps too; 0: only at the end
     progress: bool = True  # draw progress bars
     trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
+    relative_actions: bool = True  # predict the chunk relative to the given state (openpi's DeltaActions)
     bin_embedding_init: bool = True  # start state-bin token embeddings from a code of their value (train.init)
     extra: dict[str, Any] = field(default_factory=dict)  # free-form provenance copied into the metadata
 

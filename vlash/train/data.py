@@ -5,7 +5,8 @@ Images are resized once per frame to the policy's input size exactly as `Pi05Pro
 sample carries its own state — the future state when the sample has a future-state offset — normalized
 with the dataset's "observation.state" stats and discretized by `Pi05PromptEncoder`. Targets are the
 actions normalized with the "action" stats (QUANTILES -> about [-1, 1]) and zero-padded to the policy's
-action_dim.
+action_dim; with `relative` the targets are first taken relative to the sample's (future) state, as
+`Pi05Processor.to_model_actions` does at inference.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ class TrainingData:
         spec: SampleSpec,
         trim_prompt: bool = True,
         progress: bool = True,
+        relative: bool = False,
     ) -> None:
+        self.relative = relative
         self.table = FrameTable(episodes)
         self.state_dims = episodes[0].num_joints
         if any(e.num_joints != self.state_dims for e in episodes):
@@ -110,7 +113,8 @@ class TrainingData:
         images = torch.from_numpy(self.images[batch.frames]).permute(0, 3, 1, 2).float() / 255.0 * 2.0 - 1.0
         states = self.normalizer.normalize(STATE_KEY, batch.states)
         ids, masks = self.encoder.encode_batch(batch.instructions, states)
-        targets = self.normalizer.normalize(ACTION_KEY, batch.targets).astype(np.float32)
+        targets = batch.targets - batch.states[:, None, :] if self.relative else batch.targets
+        targets = self.normalizer.normalize(ACTION_KEY, targets).astype(np.float32)
         actions = np.zeros((*targets.shape[:2], self.config.action_dim), dtype=np.float32)
         actions[..., : self.state_dims] = targets
         size, cams = len(batch.frames), self.config.num_cameras

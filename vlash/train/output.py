@@ -59,6 +59,7 @@ def write_policy(
     action_dims: int,
     metadata: dict[str, Any],
     train_log: dict[str, Any],
+    relative_mask: tuple[bool, ...] | None = None,
 ) -> Path:
     """Write (or atomically replace) the policy directory `out`; returns it."""
     target = Path(out)
@@ -71,5 +72,6 @@ def write_policy(
         action_dims,
         plain(metadata),
         extra_files={TRAIN_LOG: json.dumps(plain(train_log))},
+        relative_mask=relative_mask,
     )
     return target

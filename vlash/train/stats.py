@@ -24,12 +24,22 @@ def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
     return {k: v.astype(np.float32) for k, v in stats.items()}
 
 
-def dataset_normalizer(episodes: Sequence[Episode]) -> Normalizer:
-    """A Normalizer with "observation.state" (observed states) and "action" (commanded targets) stats."""
+def relative_chunks(episode: Episode, horizon: int) -> np.ndarray:
+    """[n, J]: every `actions[t + k] - states[t]` with 0 <= k < horizon inside the episode (what a relative
+    policy predicts)."""
+    return np.concatenate([episode.actions[t : t + horizon] - episode.states[t] for t in range(len(episode))])
+
+
+def dataset_normalizer(episodes: Sequence[Episode], relative_horizon: int = 0) -> Normalizer:
+    """A Normalizer with "observation.state" (observed states) and "action" stats: of the commanded targets,
+    or with `relative_horizon` H > 0 of the targets relative to the state over H-action chunks."""
     if not episodes:
         raise DatasetError("no episodes to compute normalization stats from")
     states = np.concatenate([e.states for e in episodes])
-    actions = np.concatenate([e.actions for e in episodes])
+    if relative_horizon > 0:
+        actions = np.concatenate([relative_chunks(e, relative_horizon) for e in episodes])
+    else:
+        actions = np.concatenate([e.actions for e in episodes])
     return Normalizer(
         [
             FeatureNorm(STATE_KEY, NormMode.QUANTILES, feature_stats(states)),

@@ -179,7 +179,9 @@ def _saver(
         final["loss"] = _tail_mean(curves["loss"], config.log_every)
         metadata = {**meta, **final, **config.extra}
         weights = with_config(model, policy)
-        return write_policy(config.out, weights, normalizer, tokenizer_file, dims, metadata, {**curves, "step": step})
+        relative = (True,) * dims if config.relative_actions else None
+        train_log = {**curves, "step": step}
+        return write_policy(config.out, weights, normalizer, tokenizer_file, dims, metadata, train_log, relative)
 
     return save
 
@@ -191,10 +193,12 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
     policy = load_preset(config.policy)
     spec = config.sample_spec(policy.action_horizon)  # bad settings fail before any recording
     kept, rate = gather_episodes(config, episodes)
-    normalizer = dataset_normalizer(kept)
+    normalizer = dataset_normalizer(kept, policy.action_horizon if config.relative_actions else 0)
     with tempfile.TemporaryDirectory(prefix="vlash-train-") as tmp:
         tokenizer_file = train_tokenizer({e.instruction for e in kept}, tmp, max_vocab=policy.vocab_size)
-        data = TrainingData(kept, policy, tokenizer_file, normalizer, spec, config.trim_prompt, config.progress)
+        data = TrainingData(
+            kept, policy, tokenizer_file, normalizer, spec, config.trim_prompt, config.progress, config.relative_actions
+        )
         model = build_random(data.model_config, seed=config.seed)
         if config.bin_embedding_init:
             init_state_bin_embeddings(model, tokenizer_vocab(tokenizer_file))

@@ -1,5 +1,11 @@
 """Robot observation <-> pi0.5 tensors: resize-with-pad images, normalize state into the prompt,
-unnormalize actions. One object per policy, built from the checkpoint directory."""
+unnormalize actions. One object per policy, built from the checkpoint directory.
+
+Action space: the robot always sends and receives absolute actions. A policy may predict some dims
+relative to the state it was given (openpi's DeltaActions: `a_k - s` for every action of the chunk,
+`relative_mask` True for those dims); `to_model_actions` and `postprocess` convert with the state of the
+request, so a relative policy's first action sits at the given state by construction.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ class Pi05Processor:
     state_key: str = "observation.state"  # normalizer key of the state
     action_key: str = "action"  # normalizer key of the actions
     antialias: bool = True  # openpi resizes with antialiasing; LeRobot fine-tunes were trained without
+    relative_mask: tuple[bool, ...] | None = None  # per action dim: predicted relative to the state (None: absolute)
     _warned_cameras: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
@@ -46,6 +53,36 @@ class Pi05Processor:
         for key in (self.state_key, self.action_key):
             if key not in self.normalizer:
                 raise ShapeError(f"normalizer has no stats for {key!r} (has {self.normalizer.keys})")
+        if self.relative_mask is not None:
+            self.relative_mask = tuple(bool(m) for m in self.relative_mask)
+            if len(self.relative_mask) != self.action_dims:
+                raise ShapeError(f"relative_mask has {len(self.relative_mask)} entries, action_dims is {self.action_dims}")
+
+    @property
+    def relative(self) -> bool:
+        """True when some action dims are predicted relative to the state."""
+        return self.relative_mask is not None and any(self.relative_mask)
+
+    def _state_offset(self, states: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+        """[..., 1, action_dims] to add to relative actions (zeros on absolute dims); None for absolute policies."""
+        if not self.relative:
+            return None
+        if states is None:
+            raise ShapeError("this policy predicts actions relative to the state: pass the request's state")
+        states = np.asarray(states, dtype=np.float32)
+        if states.shape[-1] < self.action_dims or states.shape[:-1] != shape[:-2]:
+            raise ShapeError(f"state shape {states.shape} does not match actions {shape} ({self.action_dims} dims)")
+        mask = np.array(self.relative_mask, dtype=np.float32)
+        return (states[..., : self.action_dims] * mask)[..., None, :]
+
+    def to_model_actions(self, actions: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
+        """Absolute robot-unit actions [..., n, action_dims] -> normalized model actions (same shape); `states`
+        [..., D] are the states the request carried (needed by relative policies)."""
+        actions = np.asarray(actions, dtype=np.float32)
+        offset = self._state_offset(states, actions.shape)
+        if offset is not None:
+            actions = actions - offset
+        return self.normalizer.normalize(self.action_key, actions).astype(np.float32)
 
     def preprocess(self, observations: Sequence[Observation], device: str | torch.device = "cpu") -> Pi05Inputs:
         """A batch of observations -> model inputs on `device`."""
@@ -84,7 +121,10 @@ class Pi05Processor:
             mask.append(name in obs.images)
         return out, mask
 
-    def postprocess(self, actions: torch.Tensor) -> np.ndarray:
-        """Model actions fp32 [B, H, action_dim] (normalized, padded) -> robot units [B, H, action_dims]."""
+    def postprocess(self, actions: torch.Tensor, states: np.ndarray | None = None) -> np.ndarray:
+        """Model actions fp32 [B, H, action_dim] (normalized, padded) -> absolute robot units [B, H, action_dims];
+        `states` [B, D] are the states the observations carried (needed by relative policies)."""
         real = actions[..., : self.action_dims].detach().float().cpu().numpy()
-        return self.normalizer.unnormalize(self.action_key, real)
+        out = self.normalizer.unnormalize(self.action_key, real)
+        offset = self._state_offset(states, out.shape)
+        return out if offset is None else out + offset
