@@ -11,6 +11,17 @@ import pytest
 
 from robot_io import ArraySpec, ShapeError
 
+# Modules that must be importable on a robot computer (the walk below imports every module; this list
+# makes sure the important ones exist and were reached).
+REQUIRED_MODULES = (
+    "robot_io.protocol",
+    "robot_io.protocol.messages",
+    "robot_io.protocol.codec",
+    "robot_io.protocol.limits",
+    "robot_io.protocol.curve",
+    "robot_io.client",
+)
+
 BLOCKER = textwrap.dedent(
     """
     import importlib.abc, sys
@@ -20,15 +31,18 @@ BLOCKER = textwrap.dedent(
             if name.split(".")[0] in HEAVY:
                 raise ImportError(f"blocked heavy import: {name}")
     sys.meta_path.insert(0, Block())
+    REQUIRED = {required!r}
     import robot_io, pkgutil, importlib
     for mod in pkgutil.walk_packages(robot_io.__path__, "robot_io."):
         if mod.name.split(".")[1] != "sim":  # the simulation extra may use OpenCV
             importlib.import_module(mod.name)
     loaded = sorted({m.split(".")[0] for m in sys.modules} & set(HEAVY))
     assert not loaded, loaded
+    missing = [m for m in REQUIRED if m not in sys.modules]
+    assert not missing, f"not imported by the walk: {missing}"
     print("ok", len(sys.modules))
     """
-)
+).replace("{required!r}", repr(REQUIRED_MODULES))
 
 
 def test_robot_io_imports_without_torch():

@@ -1,0 +1,54 @@
+"""The vlash wire protocol: versioned messages as ZeroMQ multipart (msgpack header + raw array frames).
+
+Both ends import it from here (the server never keeps its own copy). See docs/PROTOCOL.md.
+"""
+
+from robot_io.protocol.codec import decode, encode
+from robot_io.protocol.curve import CurveClientKeys, CurveServerKeys, generate_keypair, load_keypair, load_public_key
+from robot_io.protocol.limits import Limits, validate_infer
+from robot_io.protocol.messages import (
+    PROTOCOL_VERSION,
+    SCHEDULES,
+    Actions,
+    CameraSpec,
+    Error,
+    ErrorCode,
+    Hello,
+    Infer,
+    Message,
+    MessageError,
+    MessageType,
+    Metadata,
+    Ping,
+    RemoteError,
+    Reset,
+    Stats,
+)
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "SCHEDULES",
+    "Actions",
+    "CameraSpec",
+    "CurveClientKeys",
+    "CurveServerKeys",
+    "Error",
+    "ErrorCode",
+    "Hello",
+    "Infer",
+    "Limits",
+    "Message",
+    "MessageError",
+    "MessageType",
+    "Metadata",
+    "Ping",
+    "RemoteError",
+    "Reset",
+    "Stats",
+    "decode",
+    "encode",
+    "generate_keypair",
+    "load_keypair",
+    "load_public_key",
+    "validate_infer",
+]

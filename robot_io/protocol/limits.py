@@ -1,0 +1,70 @@
+"""Size bounds a receiver enforces, and the server-side check of a request against the policy's metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from robot_io.protocol.messages import ErrorCode, Infer, MessageError, Metadata
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Upper bounds on what decode accepts; anything larger is refused before it is allocated."""
+
+    max_frames: int = 32  # frames per message, header included
+    max_header_bytes: int = 64 * 1024  # size of the msgpack header frame
+    max_image_side: int = 4096  # pixels, height and width
+    max_images: int = 16  # cameras per request
+    max_state_dim: int = 1024
+    max_action_dim: int = 1024
+    max_chunk_length: int = 4096  # actions per chunk; also bounds prefix/guidance rows and step counts
+    max_prompt_chars: int = 4096  # prompt and other free text
+    max_frame_bytes: int = 64 * 1024 * 1024  # size of one array frame
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Limits.{f.name} must be a positive int, got {value!r}")
+        if self.max_frames < 2 + self.max_images:
+            raise ValueError(f"Limits.max_frames={self.max_frames} is below 2 + max_images={self.max_images}")
+
+
+def validate_infer(infer: Infer, metadata: Metadata) -> None:
+    """Check a decoded request against the policy it is for; raise MessageError with the code to reply.
+
+    decode() has already checked dtypes, ranks, bounds and finiteness; this adds what only the server
+    knows: camera names and image sizes, state and action dims, chunk length.
+    """
+    expected = {c.name: c for c in metadata.cameras}
+    unknown = sorted(set(infer.images) - set(expected))
+    if unknown:
+        raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"unknown camera(s) {unknown}; the policy has {sorted(expected)}")
+    missing = sorted(set(expected) - set(infer.images))
+    if missing:
+        raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"missing camera(s) {missing}")
+    for name, image in infer.images.items():
+        cam = expected[name]
+        if image.shape[:2] != (cam.height, cam.width):
+            raise MessageError(
+                ErrorCode.BAD_VALUE,
+                f"image {name!r}: expected {cam.height}x{cam.width}, got {image.shape[0]}x{image.shape[1]}",
+            )
+    _check(
+        infer.state.shape[0] == metadata.state_dim,
+        f"state: expected {metadata.state_dim} dims, got {infer.state.shape[0]}",
+    )
+    h, a = metadata.chunk_length, metadata.action_dim
+    for name in ("prefix", "guidance"):
+        value = getattr(infer, name)
+        if value is not None:
+            _check(value.shape[1] == a, f"{name}: expected {a} action dims, got {value.shape[1]}")
+            _check(value.shape[0] <= h, f"{name}: {value.shape[0]} rows exceed chunk_length {h}")
+    _check(infer.delay_steps <= h, f"delay_steps={infer.delay_steps} exceeds chunk_length {h}")
+    if infer.execution_horizon is not None:
+        _check(infer.execution_horizon <= h, f"execution_horizon={infer.execution_horizon} exceeds chunk_length {h}")
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise MessageError(ErrorCode.BAD_VALUE, message)
