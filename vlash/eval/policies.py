@@ -4,12 +4,12 @@ privileged scripted-expert oracle."""
 from __future__ import annotations
 
 import numpy as np
-import torch
 
+from engines.base import create_engine
 from vlash.eval.requests import PlanRequest, PlanResult
-from vlash.policies.pi05.processor import Observation
 from vlash.policies.policy_dir import LoadedPolicy
-from vlash.sampling import PREFIX, FlowSampler, GuidanceConfig, SamplerConfig
+from vlash.sampling import PREFIX
+from vlash.server.runtime import ChunkRequest, PolicyRuntime
 
 
 class OraclePolicy:
@@ -35,7 +35,10 @@ class OraclePolicy:
 
 
 class ModelPolicy:
-    """A trained pi0.5 policy directory behind the harness's request interface (CPU, torch eager)."""
+    """A trained pi0.5 policy directory behind the harness's request interface (torch engine, eager).
+
+    Requests go through `vlash.server.runtime.PolicyRuntime`, the same request -> chunk path as the server.
+    """
 
     def __init__(self, policy: LoadedPolicy, num_steps: int | None = None, guidance_weight: float = 5.0) -> None:
         self.policy = policy
@@ -45,38 +48,21 @@ class ModelPolicy:
         self.num_steps = num_steps or policy.config.num_steps
         self.guidance_weight = guidance_weight
         self.camera = policy.config.camera_names[0]
-
-    def _normalized(self, actions: np.ndarray) -> torch.Tensor:
-        """Robot-unit actions [n, J] -> normalized, zero-padded model actions [1, n, A]."""
-        proc, dim = self.processor, self.policy.config.action_dim
-        norm = proc.normalizer.normalize(proc.action_key, np.asarray(actions, np.float32))
-        padded = np.zeros((len(actions), dim), np.float32)
-        padded[:, : norm.shape[-1]] = norm
-        return torch.from_numpy(padded)[None]
-
-    @torch.no_grad()
-    def _prefill(self, request: PlanRequest):
-        obs = Observation(images={self.camera: request.image}, state=request.state, prompt=request.instruction)
-        return self.model.prefill(self.processor.preprocess([obs]))
+        engine = create_engine("torch", model=self.model)
+        self.runtime = PolicyRuntime(policy, engine, num_steps=self.num_steps, guidance_weight=guidance_weight)
 
     def plan(self, request: PlanRequest, env=None) -> PlanResult:
-        cfg = self.policy.config
-        cache = self._prefill(request)
-        gen = torch.Generator().manual_seed(request.seed)
-        noise = torch.randn(1, cfg.action_horizon, cfg.action_dim, generator=gen)
-        guidance, target, delay = None, None, None
-        if request.guidance is not None:
-            g = request.guidance
-            guidance = GuidanceConfig(execution_horizon=g.execution_horizon, max_weight=self.guidance_weight)
-            target, delay = self._normalized(g.target), g.delay
-        sampler = FlowSampler(SamplerConfig(num_steps=self.num_steps, schedule=request.schedule, guidance=guidance))
-        prefix = self._normalized(request.prefix) if request.prefix is not None else None
-
-        def velocity(x, tau):
-            return self.model.denoise_step(x, tau, cache)
-
-        result = sampler.sample(velocity, noise, prefix=prefix, guidance_target=target, guidance_delay=delay)
-        actions = self.processor.postprocess(result.actions)[0]
-        if request.prefix is not None:  # bit-exact committed actions, not their normalize/unnormalize round trip
-            actions[: len(request.prefix)] = request.prefix
-        return PlanResult(actions.astype(np.float32), result.final_at_step.numpy(), self.num_steps)
+        g = request.guidance
+        chunk_request = ChunkRequest(
+            images={self.camera: request.image},
+            state=request.state,
+            prompt=request.instruction,
+            prefix=request.prefix,
+            schedule=request.schedule,
+            guidance=None if g is None else g.target,
+            delay_steps=0 if g is None else g.delay,
+            execution_horizon=None if g is None else g.execution_horizon,
+            seed=request.seed,
+        )
+        result = self.runtime.run(chunk_request)
+        return PlanResult(result.actions, result.final_at_step, self.num_steps)

@@ -1,0 +1,137 @@
+"""PolicyRuntime: one request -> a stream of final actions, the same chunk the evaluation harness gets."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from tests.server.conftest import PROMPT, STEPS, image, make_runtime
+from vlash.eval.policies import ModelPolicy
+from vlash.eval.requests import GuidanceRequest, PlanRequest
+from vlash.policies.pi05.processor import Observation
+from vlash.policies.policy_dir import load_policy
+from vlash.sampling import FlowSampler, GuidanceConfig, SamplerConfig
+from vlash.server.runtime import ChunkRequest, PolicyRuntime
+
+STATE = np.array([0.5, 1.25], np.float32)
+
+
+@pytest.fixture(scope="module")
+def runtime(policy_dir) -> PolicyRuntime:
+    return make_runtime(policy_dir)
+
+
+@pytest.fixture(scope="module")
+def relative_runtime(relative_policy_dir) -> PolicyRuntime:
+    return make_runtime(relative_policy_dir)
+
+
+def _request(runtime: PolicyRuntime, **kw) -> ChunkRequest:
+    cam = runtime.config.camera_names[0]
+    return ChunkRequest(images={cam: image(runtime)}, state=STATE, prompt=PROMPT, seed=7, **kw)
+
+
+def _stream(runtime: PolicyRuntime, request: ChunkRequest):
+    stream = runtime.stream(request)
+    pieces = list(stream)
+    return pieces, stream.result
+
+
+@pytest.mark.parametrize("schedule", ["constant", "horizon-aware"])
+def test_committed_prefix_comes_back_bit_exact_and_is_not_streamed(runtime, schedule):
+    prefix = np.array([[0.1, 0.7], [0.2, 0.3], [1e-7, 2.9999998]], np.float32)  # no exact normalize round trip
+    pieces, result = _stream(runtime, _request(runtime, prefix=prefix, schedule=schedule))
+    assert result.actions.dtype == np.float32 and result.actions.shape == (runtime.horizon, 2)
+    assert result.actions[:3].tobytes() == prefix.tobytes()
+    assert pieces[0].start == 3 and (result.final_at_step[:3] == -2).all()
+
+
+def test_streamed_pieces_are_contiguous_and_equal_the_final_chunk(runtime):
+    pieces, result = _stream(runtime, _request(runtime, schedule="horizon-aware"))
+    assert pieces[0].start == 0 and pieces[0].step == 0  # the first action is final after one step
+    assert len(pieces) > 2
+    stop = 0
+    for piece in pieces:
+        assert piece.start == stop
+        np.testing.assert_array_equal(result.actions[piece.start : piece.start + len(piece.actions)], piece.actions)
+        stop = piece.start + len(piece.actions)
+    assert stop == runtime.horizon
+
+
+def test_constant_schedule_finishes_everything_at_the_last_step(runtime):
+    pieces, _ = _stream(runtime, _request(runtime))
+    assert [(p.start, len(p.actions), p.step) for p in pieces] == [(0, runtime.horizon, STEPS - 1)]
+
+
+def test_timing_breakdown_is_complete(runtime):
+    _, result = _stream(runtime, _request(runtime, schedule="horizon-aware"))
+    keys = {"preprocess_ms", "prefill_ms", "postprocess_ms", "first_action_ms", "total_ms"}
+    assert set(result.timing_ms) == keys and all(v >= 0 for v in result.timing_ms.values())
+    assert len(result.step_ms) == STEPS == result.num_steps
+    t = result.timing_ms
+    assert t["total_ms"] >= t["prefill_ms"] + sum(result.step_ms)
+    assert t["prefill_ms"] + result.step_ms[0] <= t["first_action_ms"] <= t["total_ms"]
+
+
+def test_seed_makes_requests_repeatable(runtime):
+    a = runtime.run(_request(runtime)).actions
+    np.testing.assert_array_equal(a, runtime.run(_request(runtime)).actions)
+    assert not np.array_equal(a, runtime.run(replace(_request(runtime), seed=8)).actions)
+    unseeded = [runtime.run(replace(_request(runtime), seed=None)) for _ in range(2)]
+    assert unseeded[0].seed != unseeded[1].seed
+    np.testing.assert_array_equal(
+        runtime.run(replace(_request(runtime), seed=unseeded[0].seed)).actions, unseeded[0].actions
+    )
+
+
+def test_relative_policy_returns_absolute_actions_from_the_planning_state(runtime, relative_runtime):
+    """Same weights and stats: the relative policy's chunk is the absolute one's shifted by the planning state."""
+    future = np.array([1.5, 0.25], np.float32)
+    absolute = runtime.run(_request(runtime, future_state=future)).actions
+    relative = relative_runtime.run(_request(relative_runtime, future_state=future)).actions
+    np.testing.assert_allclose(relative, absolute + future, atol=1e-5)
+    assert not np.allclose(relative, absolute + STATE, atol=1e-3)  # planned from the future state, not `state`
+
+
+def _reference_plan(policy, request: PlanRequest, num_steps: int) -> np.ndarray:
+    """The evaluation harness's request -> chunk path as it was before it moved to PolicyRuntime."""
+    cfg, proc = policy.config, policy.processor
+
+    def model_actions(actions):
+        padded = np.zeros((len(actions), cfg.action_dim), np.float32)
+        padded[:, :2] = proc.to_model_actions(actions, request.state)
+        return torch.from_numpy(padded)[None]
+
+    obs = Observation(images={cfg.camera_names[0]: request.image}, state=request.state, prompt=request.instruction)
+    with torch.no_grad():
+        cache = policy.model.prefill(proc.preprocess([obs]))
+    noise = torch.randn(1, cfg.action_horizon, cfg.action_dim, generator=torch.Generator().manual_seed(request.seed))
+    g, kwargs, guidance = request.guidance, {}, None
+    if g is not None:
+        guidance = GuidanceConfig(execution_horizon=g.execution_horizon, max_weight=5.0)
+        kwargs = {"guidance_target": model_actions(g.target), "guidance_delay": g.delay}
+    if request.prefix is not None:
+        kwargs["prefix"] = model_actions(request.prefix)
+    sampler = FlowSampler(SamplerConfig(num_steps=num_steps, schedule=request.schedule, guidance=guidance))
+    result = sampler.sample(lambda x, tau: policy.model.denoise_step(x, tau, cache), noise, **kwargs)
+    actions = proc.postprocess(result.actions, request.state[None])[0]
+    if request.prefix is not None:
+        actions[: len(request.prefix)] = request.prefix
+    return actions.astype(np.float32)
+
+
+def test_model_policy_goes_through_the_runtime_and_matches_the_old_path(relative_policy_dir):
+    model_policy = ModelPolicy(load_policy(relative_policy_dir), num_steps=STEPS)
+    base = PlanRequest(image=image(model_policy.runtime), state=STATE, instruction=PROMPT, seed=3)
+    target = np.tile(np.array([[2.0, 1.0]], np.float32), (model_policy.horizon, 1))
+    requests = [
+        base,
+        replace(base, schedule="horizon-aware", prefix=np.array([[0.4, 0.6], [0.5, 0.7]], np.float32)),
+        replace(base, guidance=GuidanceRequest(target, delay=2, execution_horizon=10)),
+    ]
+    for request in requests:
+        expected = _reference_plan(model_policy.policy, request, STEPS)
+        np.testing.assert_array_equal(model_policy.plan(request).actions, expected)

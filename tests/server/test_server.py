@@ -1,0 +1,166 @@
+"""The policy server over loopback ZeroMQ with the robot-side PolicyClient."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from robot_io.client import PolicyClient
+from robot_io.protocol import Actions, Error, ErrorCode, Infer
+from tests.server.conftest import PROMPT, STEPS, image, start_server
+from vlash.errors import ConfigError
+
+TIMEOUT_S = 10.0
+
+
+def _infer(server, request_id: int, **kw) -> Infer:
+    meta = server.metadata
+    images = {c.name: image(c.height, seed=request_id) for c in meta.cameras}
+    state = np.full(meta.state_dim, 0.5, np.float32)
+    return Infer(request_id, 100 + request_id, time.time_ns(), PROMPT, images, state, seed=1, **kw)
+
+
+def _collect(client: PolicyClient, request_id: int) -> list[Actions | Error]:
+    """Replies to `request_id` up to its final ACTIONS or its ERROR."""
+    replies = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        message = client.poll(0.5)
+        if message is None or message.request_id != request_id:
+            continue
+        replies.append(message)
+        if isinstance(message, Error) or message.final:
+            return replies
+    raise AssertionError(f"no final reply to request {request_id}; got {replies}")
+
+
+@pytest.fixture
+def client(server):
+    with PolicyClient(server.endpoint, timeout_s=TIMEOUT_S, client_name="test") as c:
+        yield c
+
+
+def test_handshake_returns_the_policy_metadata(client, server):
+    meta = client.connect()
+    assert (meta.state_dim, meta.action_dim, meta.chunk_length, meta.num_steps) == (2, 2, 50, STEPS)
+    assert [c.name for c in meta.cameras] == ["base_0_rgb"] and meta.cameras[0].height == 28
+    assert meta.engine == "torch" and meta.schedule == "constant" and meta.relative_actions is False
+
+
+def test_horizon_aware_request_streams_partial_then_final(client, server):
+    prefix = np.array([[0.1, 0.2], [0.3, 0.4]], np.float32)
+    client.submit(_infer(server, 1, schedule="horizon-aware", prefix=prefix))
+    *partial, final = _collect(client, 1)
+    assert partial and all(isinstance(m, Actions) and not m.final for m in partial)
+    assert partial[0].start == 2 and final.final and final.start == 0 and final.actions.shape == (50, 2)
+    stop = 2
+    for m in partial:  # contiguous and identical to the final chunk
+        assert m.start == stop and m.step_index == 101
+        np.testing.assert_array_equal(final.actions[m.start : m.start + len(m.actions)], m.actions)
+        stop += len(m.actions)
+    assert final.actions[:2].tobytes() == prefix.tobytes()
+    keys = {"queue_ms", "preprocess_ms", "prefill_ms", "postprocess_ms", "total_ms"} | {
+        f"step_{i}_ms" for i in range(4)
+    }
+    assert keys <= set(final.timing_ms)
+
+
+def test_guided_request_with_a_short_leftover_is_served(client, server):
+    leftover = np.full((20, 2), 1.0, np.float32)
+    client.submit(_infer(server, 5, guidance=leftover, delay_steps=3, execution_horizon=30))
+    (final,) = _collect(client, 5)
+    assert isinstance(final, Actions) and final.final and np.isfinite(final.actions).all()
+
+
+def test_two_clients_are_served_at_once(server):
+    results: dict[str, Actions] = {}
+
+    def run(name: str, request_id: int) -> None:
+        with PolicyClient(server.endpoint, timeout_s=TIMEOUT_S, client_name=name) as c:
+            results[name] = c.infer(_infer(server, request_id), timeout_s=TIMEOUT_S)
+
+    threads = [threading.Thread(target=run, args=(f"c{i}", 10 + i)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(2 * TIMEOUT_S)
+    assert sorted((n, r.request_id) for n, r in results.items()) == [("c0", 10), ("c1", 11)]
+    assert all(r.final and r.actions.shape == (50, 2) for r in results.values())
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ({"images": {"wrist": np.zeros((28, 28, 3), np.uint8)}}, ErrorCode.UNKNOWN_CAMERA),
+        ({"state": np.zeros(3, np.float32)}, ErrorCode.BAD_VALUE),
+        ({"prefix": np.zeros((50, 2), np.float32)}, ErrorCode.BAD_VALUE),
+        ({"prefix": np.zeros((2, 3), np.float32)}, ErrorCode.BAD_VALUE),
+        ({"guidance": np.zeros((10, 2), np.float32), "schedule": "horizon-aware"}, ErrorCode.BAD_VALUE),
+        ({"guidance": np.zeros((10, 2), np.float32), "delay_steps": 30, "execution_horizon": 30}, ErrorCode.BAD_VALUE),
+    ],
+)
+def test_requests_that_do_not_fit_the_policy_get_an_error(client, server, change, code):
+    infer = _infer(server, 20)
+    for key, value in change.items():
+        setattr(infer, key, value)
+    client.submit(infer)
+    (reply,) = _collect(client, 20)
+    assert isinstance(reply, Error) and reply.code == code and reply.request_id == 20
+
+
+def test_ping_stats_and_reset(client, server):
+    assert 0 < client.ping() < TIMEOUT_S * 1e3
+    before = client.stats()
+    assert {"served", "dropped", "errors", "clients", "pending"} <= set(before)
+    client.infer(_infer(server, 30), timeout_s=TIMEOUT_S)
+    after = client.stats()
+    assert after["served"] == before["served"] + 1 and after["latency_p50_ms"] > 0
+    client.reset()
+    assert client.stats()["resets"] == after["resets"] + 1
+
+
+@pytest.fixture(scope="module")
+def slow_server(policy_dir):
+    srv = start_server(policy_dir, inject_latency_ms=400.0)
+    yield srv
+    srv.stop()
+
+
+def test_newest_request_wins_and_older_ones_are_dropped(slow_server):
+    with PolicyClient(slow_server.endpoint, timeout_s=TIMEOUT_S) as c:
+        for rid in (1, 2, 3):  # 1 starts running, 2 supersedes it, 3 supersedes 2 (pending or running)
+            c.submit(_infer(slow_server, rid))
+        replies: dict[int, Actions | Error] = {}  # last reply per request; the drops may arrive in any order
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(replies) < 3 and time.monotonic() < deadline:
+            message = c.poll(0.5)
+            if isinstance(message, Error) or (message is not None and message.final):
+                replies[message.request_id] = message
+        assert {rid: type(m).__name__ for rid, m in replies.items()} == {1: "Error", 2: "Error", 3: "Actions"}
+        assert replies[1].code == replies[2].code == ErrorCode.DROPPED
+        stats = c.stats()
+        assert stats["dropped"] == 2 and stats["served"] == 1
+
+
+def test_reset_forgets_the_running_request(slow_server):
+    with PolicyClient(slow_server.endpoint, timeout_s=TIMEOUT_S) as c:
+        served = c.stats()["served"]
+        c.submit(_infer(slow_server, 7))
+        deadline = time.monotonic() + TIMEOUT_S
+        while c.stats()["pending"] and time.monotonic() < deadline:  # until the model thread has taken it
+            pass
+        c.reset()
+        final = c.infer(_infer(slow_server, 8), timeout_s=TIMEOUT_S)
+        assert final.request_id == 8 and c.stats()["served"] == served + 1  # request 7 never finished
+
+
+def test_a_taken_endpoint_is_a_config_error_and_stop_is_idempotent(server, policy_dir):
+    with pytest.raises(ConfigError, match="cannot bind"):
+        start_server(policy_dir, bind=server.endpoint)
+    other = start_server(policy_dir)
+    other.stop()
+    other.stop()
+    assert not other.running

@@ -1,0 +1,30 @@
+"""`vlash keys --out DIR --name server|client`: a CurveZMQ key pair (NAME.key public, NAME.key_secret)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from robot_io.protocol.curve import generate_keypair
+from vlash.errors import ConfigError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("keys", help="generate a CurveZMQ key pair for `vlash serve --curve-keys` / clients")
+    p.add_argument("--out", type=Path, required=True, help="directory to write NAME.key and NAME.key_secret to")
+    p.add_argument("--name", default="client", help="key name: 'server' for the server, any name for a client")
+    p.add_argument("--force", action="store_true", help="overwrite an existing key pair")
+
+
+def run(args: argparse.Namespace) -> int:
+    name = args.name
+    if not name or "/" in name or name.startswith("."):
+        raise ConfigError(f"--name must be a plain file name, got {name!r}")
+    existing = [args.out / f"{name}{suffix}" for suffix in (".key", ".key_secret")]
+    if not args.force and any(p.exists() for p in existing):
+        raise ConfigError(f"{existing[0]} exists; pass --force to overwrite")
+    public, secret = generate_keypair(args.out, name)
+    print(f"public key: {public} (copy it to the other end)\nsecret key: {secret} (keep it private)")
+    if name != "server":
+        print(f"allow this client on the server: copy {public.name} into the --allow directory")
+    return 0

@@ -1,0 +1,62 @@
+"""Settings of the policy server (`vlash serve` flags map onto these)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from vlash.errors import ConfigError
+from vlash.sampling import Schedule
+
+LOCAL_PREFIXES = ("tcp://127.0.0.1:", "tcp://localhost:", "tcp://[::1]:", "ipc://", "inproc://")
+
+
+@dataclass
+class ServerConfig:
+    """How `PolicyServer` listens and serves."""
+
+    bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint; localhost by default
+    schedule: str = "constant"  # default flow schedule when a request names none
+    num_steps: int | None = None  # denoise steps; None: the policy's default
+    inject_latency_ms: float = 0.0  # extra time per inference, spread over prefill + steps (emulates a slower GPU)
+    control_rate_hz: float | None = None  # hint in Metadata; None: the policy's metadata or 50 Hz
+    curve_keys: Path | None = None  # directory with server.key / server.key_secret: CurveZMQ on
+    allow_dir: Path | None = None  # directory of allowed client public keys (*.key); required with curve_keys
+    poll_ms: int = 50  # socket poll period: bounds how long stop() takes to be noticed
+    latency_window: int = 1000  # served requests kept for the latency percentiles in STATS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bind, str) or "://" not in self.bind:
+            raise ConfigError(f"bind must be a ZeroMQ endpoint like tcp://127.0.0.1:5555, got {self.bind!r}")
+        try:
+            self.schedule = Schedule(self.schedule).value
+        except ValueError:
+            raise ConfigError(f"schedule must be one of {[s.value for s in Schedule]}, got {self.schedule!r}") from None
+        if self.num_steps is not None and (not isinstance(self.num_steps, int) or self.num_steps < 1):
+            raise ConfigError(f"num_steps must be None or an int >= 1, got {self.num_steps!r}")
+        lat = self.inject_latency_ms
+        if not (isinstance(lat, int | float) and math.isfinite(lat) and 0 <= lat <= 60_000):
+            raise ConfigError(f"inject_latency_ms must be in [0, 60000], got {lat!r}")
+        rate = self.control_rate_hz
+        if rate is not None and not (math.isfinite(rate) and rate > 0):
+            raise ConfigError(f"control_rate_hz must be None or > 0, got {rate!r}")
+        if (self.curve_keys is None) != (self.allow_dir is None):
+            raise ConfigError(
+                f"curve_keys and allow_dir go together (got curve_keys={self.curve_keys}, allow_dir={self.allow_dir})"
+            )
+        for name in ("curve_keys", "allow_dir"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, Path(value))
+                if not Path(value).is_dir():
+                    raise ConfigError(f"{name} must be an existing directory, got {str(value)!r}")
+        if not isinstance(self.poll_ms, int) or not 1 <= self.poll_ms <= 1000:
+            raise ConfigError(f"poll_ms must be an int in [1, 1000], got {self.poll_ms!r}")
+        if not isinstance(self.latency_window, int) or self.latency_window < 1:
+            raise ConfigError(f"latency_window must be an int >= 1, got {self.latency_window!r}")
+
+    @property
+    def is_local(self) -> bool:
+        """True when the endpoint is only reachable from this machine."""
+        return self.bind.startswith(LOCAL_PREFIXES)

@@ -1,0 +1,87 @@
+"""Build a `PolicyRuntime` from what `vlash serve` is told: a shipped policy, a directory, or a preset with
+random weights; warm it up on a synthetic request."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engines import create_engine
+from vlash.errors import ConfigError
+from vlash.policies.checkpoint import resolve_dtype
+from vlash.policies.policy_dir import LoadedPolicy, load_policy
+from vlash.policies.shipped import shipped_policy_dir
+from vlash.server.random_policy import random_policy
+from vlash.server.runtime import ChunkRequest, PolicyRuntime
+
+
+@dataclass
+class LoadedRuntime:
+    runtime: PolicyRuntime
+    model_id: str  # name clients see in Metadata
+    precision: str  # dtype name, e.g. "fp32"
+    params: int  # model parameter count
+    load_s: float  # seconds to load the weights
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r}: no CUDA device visible to torch")
+    return device
+
+
+def load_runtime(
+    policy: str | None = None,
+    checkpoint: str | Path | None = None,
+    random_weights: bool = False,
+    device: str = "auto",
+    dtype: str | None = None,
+    engine: str = "torch",
+    num_steps: int | None = None,
+    schedule: str = "constant",
+) -> LoadedRuntime:
+    """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory)."""
+    if (policy is None) == (checkpoint is None):
+        raise ConfigError("give exactly one of --policy NAME and --checkpoint DIR")
+    if random_weights and policy is None:
+        raise ConfigError("--random-weights needs --policy PRESET (e.g. pi05-tiny), not --checkpoint")
+    dev = resolve_device(device)
+    precision = dtype or ("bf16" if dev.type == "cuda" else "fp32")
+    resolve_dtype(precision)  # CheckpointError naming the choices
+    start = time.perf_counter()
+    loaded: LoadedPolicy
+    if random_weights:
+        assert policy is not None
+        loaded, model_id = random_policy(policy, dtype=precision, device=dev), f"{policy}-random"
+    else:
+        path = shipped_policy_dir(policy) if policy is not None else Path(checkpoint)  # type: ignore[arg-type]
+        loaded, model_id = load_policy(path, dtype=precision, device=dev), policy or path.resolve().name
+    load_s = time.perf_counter() - start
+    runtime = PolicyRuntime(loaded, create_engine(engine, model=loaded.model), num_steps=num_steps, schedule=schedule)
+    params = sum(p.numel() for p in loaded.model.parameters())
+    return LoadedRuntime(runtime, model_id, precision, params, load_s)
+
+
+def example_request(runtime: PolicyRuntime, seed: int = 0) -> ChunkRequest:
+    """A valid request of the policy's shapes (warm-up, benchmarks)."""
+    size = runtime.config.vision.image_size
+    rng = np.random.default_rng(seed)
+    images = {name: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for name in runtime.config.camera_names}
+    state = np.zeros(runtime.state_dims, np.float32)
+    return ChunkRequest(images=images, state=state, prompt="go to the goal", seed=seed)
+
+
+def warm_up(runtime: PolicyRuntime, runs: int = 2) -> float:
+    """Run `runs` full requests (both schedules); returns the seconds it took."""
+    start = time.perf_counter()
+    for i in range(runs):
+        schedule = ("constant", "horizon-aware")[i % 2]
+        runtime.run(replace(example_request(runtime, seed=i), schedule=schedule))
+    return time.perf_counter() - start

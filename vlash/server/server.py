@@ -1,0 +1,221 @@
+"""The policy server: a ROUTER socket owned by one thread, the model in another (`InferenceWorker`).
+
+Socket thread: HELLO -> METADATA, INFER -> checked and queued (newest request per client wins; the one
+it replaces gets ERROR DROPPED), PING/RESET/STATS answered at once, anything malformed -> ERROR and keep
+serving; replies produced by the model thread arrive on an inproc PULL socket and are forwarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+import zmq
+
+from robot_io.errors import ProtocolError
+from robot_io.protocol import (
+    Error,
+    ErrorCode,
+    Hello,
+    Infer,
+    Limits,
+    MessageError,
+    Metadata,
+    Ping,
+    Reset,
+    Stats,
+    decode,
+    encode,
+)
+from vlash.errors import ConfigError
+from vlash.server.config import ServerConfig
+from vlash.server.curve import CurveServer
+from vlash.server.jobs import Job, JobQueue
+from vlash.server.requests import check_infer
+from vlash.server.runtime import PolicyRuntime
+from vlash.server.stats import ServerStats
+from vlash.server.worker import InferenceWorker
+
+log = logging.getLogger(__name__)
+MAX_BATCH = 64  # messages handled per poll wake-up on each socket (keeps both directions moving)
+
+
+class PolicyServer:
+    """Serve `runtime` over ZeroMQ. `start()` binds and returns the endpoint; `stop()` shuts down."""
+
+    def __init__(
+        self,
+        runtime: PolicyRuntime,
+        metadata: Metadata,
+        config: ServerConfig | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.runtime, self.metadata = runtime, metadata
+        self.config = config or ServerConfig()
+        self.limits = limits or Limits()
+        self.stats = ServerStats(self.config.latency_window)
+        self.jobs = JobQueue()
+        self.endpoint: str | None = None  # the bound endpoint (port resolved), set by start()
+        self._context = zmq.Context()
+        self._outbox = f"inproc://vlash-outbox-{uuid.uuid4().hex}"
+        try:
+            self._curve = CurveServer(self._context, self.config.curve_keys, self.config.allow_dir)
+        except ConfigError:
+            self._context.term()
+            raise
+        self._worker = InferenceWorker(
+            runtime, self.jobs, self.stats, self._context, self._outbox, self.config.inject_latency_ms
+        )
+        self._io = threading.Thread(target=self._io_main, name="vlash-socket", daemon=True)
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+
+    def start(self, timeout_s: float = 10.0) -> str:
+        """Bind, start both threads, and return the endpoint clients connect to."""
+        if not self.config.is_local:
+            log.warning("binding %s: reachable from other machines%s", self.config.bind, self._curve.note)
+        self._curve.start()
+        self._io.start()
+        if not self._ready.wait(timeout_s) or self._startup_error is not None:
+            self.stop()
+            raise ConfigError(f"cannot bind {self.config.bind}: {self._startup_error or 'timed out'}")
+        self._worker.start()
+        assert self.endpoint is not None
+        return self.endpoint
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop serving: cancel pending work, join the threads (bounded), close the sockets."""
+        self._stop.set()
+        self.jobs.close()
+        self._worker.stop()
+        for thread in (self._worker, self._io):
+            if thread.is_alive():
+                thread.join(timeout_s)
+        self._curve.stop()
+        if not self._io.is_alive() and not self._worker.is_alive():  # term() would block on open sockets
+            self._context.term()
+
+    @property
+    def running(self) -> bool:
+        return self._io.is_alive() and not self._stop.is_set()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until stopped (True) or `timeout_s` passes (False)."""
+        return self._stop.wait(timeout_s)
+
+    def counters(self) -> dict[str, int | float]:
+        return self.stats.snapshot(pending=len(self.jobs))
+
+    def __enter__(self) -> PolicyServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- socket thread -------------------------------------------------------------------------------
+    def _io_main(self) -> None:
+        router = self._context.socket(zmq.ROUTER)
+        pull = self._context.socket(zmq.PULL)
+        try:
+            for socket in (router, pull):
+                socket.setsockopt(zmq.LINGER, 0)
+            router.setsockopt(zmq.MAXMSGSIZE, self.limits.max_frame_bytes + self.limits.max_header_bytes)
+            self._curve.configure(router)
+            router.bind(self.config.bind)
+            pull.bind(self._outbox)
+        except zmq.ZMQError as exc:
+            router.close(linger=0)
+            pull.close(linger=0)
+            self._startup_error = exc
+            self._ready.set()
+            return
+        self.endpoint = router.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._ready.set()
+        try:
+            self._loop(router, pull)
+        finally:
+            router.close(linger=0)
+            pull.close(linger=0)
+
+    def _loop(self, router: zmq.Socket, pull: zmq.Socket) -> None:
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(pull, zmq.POLLIN)
+        while not self._stop.is_set():
+            events = dict(poller.poll(self.config.poll_ms))
+            if pull in events:
+                for _ in range(MAX_BATCH):
+                    try:
+                        frames = pull.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    self._send_frames(router, frames)
+            if router in events:
+                for _ in range(MAX_BATCH):
+                    try:
+                        frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    self._handle(router, frames[0].bytes, frames[1:])
+
+    @staticmethod
+    def _send_frames(router: zmq.Socket, frames: list[Any]) -> None:
+        try:
+            router.send_multipart(frames, zmq.NOBLOCK, copy=False)
+        except zmq.ZMQError as exc:  # client gone or not reading: its replies are dropped
+            log.debug("reply not sent: %s", exc)
+
+    def _reply(self, router: zmq.Socket, client: bytes, message: Any) -> None:
+        self._send_frames(router, [client, *encode(message)])
+
+    def _error(self, router: zmq.Socket, client: bytes, code: ErrorCode, text: str, request_id: int | None) -> None:
+        self.stats.count("dropped" if code is ErrorCode.DROPPED else "errors")
+        self._reply(router, client, Error(code, text[:1000], request_id))
+
+    def _handle(self, router: zmq.Socket, client: bytes, frames: list[Any]) -> None:
+        try:
+            message = decode(frames, self.limits)
+        except MessageError as exc:
+            self._error(router, client, exc.code, exc.detail, None)
+            return
+        except ProtocolError as exc:
+            self._error(router, client, ErrorCode.BAD_MESSAGE, str(exc), None)
+            return
+        self.stats.client(client)
+        if isinstance(message, Infer):
+            self._infer(router, client, message)
+        elif isinstance(message, Hello):
+            self.stats.count("hellos")
+            log.info("client %s (%s) connected", client.hex(), message.client[:64])
+            self._reply(router, client, self.metadata)
+        elif isinstance(message, Ping):
+            self._reply(router, client, Ping(message.sent_ns, time.time_ns()))
+        elif isinstance(message, Reset):
+            self.jobs.reset(client)
+            self.stats.count("resets")
+            self._reply(router, client, Reset())
+        elif isinstance(message, Stats):
+            self._reply(router, client, Stats(self.counters()))
+        else:
+            kind = type(message).__name__.upper()
+            self._error(router, client, ErrorCode.BAD_MESSAGE, f"a client may not send {kind}", None)
+
+    def _infer(self, router: zmq.Socket, client: bytes, infer: Infer) -> None:
+        try:
+            check_infer(infer, self.metadata)
+        except MessageError as exc:
+            self._error(router, client, exc.code, exc.detail, infer.request_id)
+            return
+        if self._stop.is_set():
+            self._error(router, client, ErrorCode.BUSY, "server is shutting down", infer.request_id)
+            return
+        for old in self.jobs.submit(Job(client, infer)):
+            if old.infer is infer:  # refused: the queue is closed
+                self._error(router, client, ErrorCode.BUSY, "server is shutting down", infer.request_id)
+            else:
+                self._error(router, client, ErrorCode.DROPPED, "superseded by a newer request", old.infer.request_id)

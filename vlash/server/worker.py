@@ -1,0 +1,106 @@
+"""The model thread: takes jobs from the queue, runs them through the `PolicyRuntime` and hands the
+replies (encoded frames) to the socket thread through an inproc PUSH socket."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import zmq
+
+from robot_io.protocol import Actions, Error, ErrorCode, encode
+from vlash.server.jobs import SUPERSEDED, Job, JobQueue
+from vlash.server.requests import to_chunk_request
+from vlash.server.runtime import PolicyRuntime
+from vlash.server.stats import ServerStats
+
+log = logging.getLogger(__name__)
+
+
+class Cancelled(Exception):
+    """Raised inside a running request once its job is cancelled (superseded, reset, shutdown)."""
+
+
+class InferenceWorker(threading.Thread):
+    def __init__(
+        self,
+        runtime: PolicyRuntime,
+        jobs: JobQueue,
+        stats: ServerStats,
+        context: zmq.Context,
+        outbox: str,
+        inject_latency_ms: float = 0.0,
+    ) -> None:
+        super().__init__(name="vlash-model", daemon=True)
+        self.runtime, self.jobs, self.stats = runtime, jobs, stats
+        self._context, self._outbox = context, outbox
+        self._stage_s = inject_latency_ms / 1e3 / (runtime.num_steps + 1)  # prefill + each step
+        self._stopping = threading.Event()
+        self._push: zmq.Socket | None = None
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def run(self) -> None:
+        self._push = self._context.socket(zmq.PUSH)
+        self._push.setsockopt(zmq.LINGER, 0)
+        self._push.connect(self._outbox)
+        try:
+            while not self._stopping.is_set():
+                job = self.jobs.take(timeout_s=0.1)
+                if job is not None:
+                    try:
+                        self._serve(job)
+                    finally:
+                        self.jobs.done(job)
+        finally:
+            self._push.close(linger=0)
+
+    def _send(self, job: Job, message: Actions | Error) -> None:
+        assert self._push is not None
+        self._push.send_multipart([job.client, *encode(message)], copy=False)
+
+    def _hook(self, job: Job) -> object:
+        def hook(stage: str) -> None:
+            if self._stage_s > 0:
+                job.cancelled.wait(self._stage_s)  # emulated device time, cut short by a cancel
+            if job.cancelled.is_set():
+                raise Cancelled(job.reason)
+
+        return hook
+
+    def _serve(self, job: Job) -> None:
+        infer, horizon = job.infer, self.runtime.horizon
+        queue_ms = (time.monotonic_ns() - job.received_ns) / 1e6
+        stream = self.runtime.stream(to_chunk_request(infer), self._hook(job))
+        try:
+            for piece in stream:
+                if piece.start + len(piece.actions) < horizon:  # the final message carries the rest
+                    elapsed = {"elapsed_ms": (time.monotonic_ns() - job.received_ns) / 1e6}
+                    self._send(job, self._actions(job, piece.start, piece.actions, False, elapsed))
+            result = stream.result
+        except Cancelled:
+            if job.reason == SUPERSEDED:
+                self._error(job, ErrorCode.DROPPED, "superseded by a newer request of the same client")
+            return
+        except ValueError as exc:  # ShapeError included: the request does not fit the policy
+            self._error(job, ErrorCode.BAD_VALUE, str(exc))
+            return
+        except Exception as exc:  # the server keeps serving; the client learns the request failed
+            log.exception("request %d failed", infer.request_id)
+            self._error(job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            return
+        timing = {"queue_ms": queue_ms, **result.timing_ms}
+        timing.update({f"step_{i}_ms": ms for i, ms in enumerate(result.step_ms)})
+        timing["server_ms"] = (time.monotonic_ns() - job.received_ns) / 1e6
+        self.stats.served(timing["server_ms"], queue_ms + result.timing_ms["first_action_ms"])  # before the reply
+        self._send(job, self._actions(job, 0, result.actions, True, timing))
+
+    def _actions(self, job: Job, start: int, actions, final: bool, timing: dict[str, float]) -> Actions:
+        infer = job.infer
+        return Actions(infer.request_id, start, actions, final, self.runtime.horizon, infer.step_index, timing)
+
+    def _error(self, job: Job, code: ErrorCode, message: str) -> None:
+        self.stats.count("dropped" if code is ErrorCode.DROPPED else "errors")  # counted before the client sees it
+        self._send(job, Error(code, message, job.infer.request_id))
