@@ -6,10 +6,18 @@ import argparse
 import logging
 import sys
 
-from vlash.cli import bench_cmd, eval_cmd, info_cmd, train_cmd
+from vlash.cli import bench_cmd, eval_cmd, info_cmd, keys_cmd, run_cmd, serve_cmd, train_cmd
 from vlash.errors import VlashError
 
-COMMANDS = {"info": info_cmd, "bench": bench_cmd, "eval": eval_cmd, "train": train_cmd}
+COMMANDS = {
+    "info": info_cmd,
+    "bench": bench_cmd,
+    "eval": eval_cmd,
+    "train": train_cmd,
+    "serve": serve_cmd,
+    "keys": keys_cmd,
+    "run": run_cmd,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

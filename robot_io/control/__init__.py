@@ -1,0 +1,6 @@
+"""Fixed-rate control loop and the clocks it runs on (real monotonic time, or simulated for tests)."""
+
+from robot_io.control.clock import Clock, MonotonicClock, SimulatedClock
+from robot_io.control.loop import ControlLoop, LoopSummary, Tick
+
+__all__ = ["Clock", "ControlLoop", "LoopSummary", "MonotonicClock", "SimulatedClock", "Tick"]

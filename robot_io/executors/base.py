@@ -1,0 +1,319 @@
+"""ChunkExecutor: the real-time counterpart of vlash/eval/episode.py's EpisodeRunner.
+
+Per control tick k (`tick(k, observation)`): (1) replies that arrived are ingested (also between ticks via
+`receive(until_ns)`, which gives accurate arrival times); (2) a pending chunk whose switch step has come and
+whose needed actions are final takes over; (3) a request is launched if the mode says so, built from the
+observation of step k; (4) the running chunk's action for k is returned, or None (hold: waiting for the first
+or a sync chunk, or a missed deadline when the running chunk has no valid action). The delay d is estimated
+online (DelayEstimator); the modes differ only in `_due`, `_plan` and `_usable` (see strategies.py).
+Never raises in the loop on server trouble: errors, drops, timeouts and stale replies are counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Protocol
+
+import numpy as np
+
+from robot_io.control.clock import Clock, MonotonicClock
+from robot_io.errors import RobotIOError
+from robot_io.executors.chunk import ChunkRecord, PendingRequest, RunningChunk
+from robot_io.executors.config import ExecutorConfig
+from robot_io.executors.delay import DelayEstimator
+from robot_io.executors.images import match_cameras
+from robot_io.protocol import Actions, Error, ErrorCode, Infer, Metadata
+
+log = logging.getLogger(__name__)
+POLL_MARGIN_NS = 1_000_000  # ZeroMQ polls in whole milliseconds: stop waiting this early so ticks start on time
+
+
+class PolicyLink(Protocol):
+    """What an executor needs from a policy; robot_io.client.PolicyClient satisfies it (so do test fakes)."""
+
+    def connect(self) -> Metadata: ...
+
+    def submit(self, infer: Infer) -> None: ...
+
+    def poll(self, timeout_s: float) -> Actions | Error | None: ...
+
+
+class ChunkExecutor:
+    """Base of the strategies: scheduling, ingestion, switching and bookkeeping shared by every mode."""
+
+    mode = ""
+
+    def __init__(self, client: PolicyLink, config: ExecutorConfig, period_s: float, clock: Clock | None = None):
+        if config.mode != self.mode:
+            raise ValueError(f"{type(self).__name__} runs mode {self.mode!r}, config says {config.mode!r}")
+        self.client, self.config, self.period_s = client, config, float(period_s)
+        self.clock = clock or MonotonicClock()
+        self.delay = DelayEstimator(
+            period_s, config.initial_delay, config.delay_window, config.delay_percentile, config.adapt_delay
+        )
+        self.metadata: Metadata | None = None
+        self.records: list[ChunkRecord] = []
+        self.current: RunningChunk | None = None
+        self.pending: PendingRequest | None = None
+        self._streaming: PendingRequest | None = None  # the running chunk's request while it still streams
+        self._running: ChunkRecord | None = None  # the running chunk's record
+        self._next_id = 1
+        self._retry_ns = -(2**62)  # no request before this clock time (back-off after errors)
+        self.waiting = True  # the last tick returned None by design (first chunk, sync), not a missed deadline
+        self._warned: set[str] = set()
+        self.counts = dict(requests=0, chunks=0, wait_steps=0, starved_steps=0, stale=0, errors=0, dropped=0,
+                           timeouts=0, too_late=0, deferred=0, link_errors=0)  # fmt: skip
+
+    # ------------------------------------------------------------------ setup
+    def start(self, metadata: Metadata | None = None) -> Metadata:
+        """Handshake (unless `metadata` is given) and check the chunk length against s, d and q."""
+        self.metadata = metadata if metadata is not None else self.client.connect()
+        self.config.check_chunk_length(self.metadata.chunk_length)
+        return self.metadata
+
+    def reset(self) -> None:
+        """Forget chunks in flight and in execution (a new episode); the next request is a first request."""
+        if self.pending is not None:
+            self.pending.record.status = "reset"
+        if self._running is not None:
+            self._running.status = "done"
+        self.pending = self._streaming = self.current = self._running = None
+
+    @property
+    def horizon(self) -> int:
+        return self._meta().chunk_length
+
+    def delay_steps(self) -> int:
+        """The current online estimate of d (control steps)."""
+        return self.delay.steps(self.config.max_delay(self.horizon))
+
+    # ------------------------------------------------------------------ the tick
+    def tick(self, step: int, observation: dict | None, now_ns: int | None = None) -> np.ndarray | None:
+        """The action to command at control step `step` (float32 [J]), or None when none is valid.
+        `observation` None (the robot could not deliver one): nothing is requested this tick."""
+        now = self.clock.now_ns() if now_ns is None else now_ns
+        self._drain()
+        self._expire(now)
+        self._activate(step)
+        if self.pending is None and observation is not None and now >= self._retry_ns and self._due(step):
+            self._launch(step, observation, now)
+        return self._command(step)
+
+    def receive(self, until_ns: int) -> None:
+        """Ingest replies until `until_ns` (clock time): call between ticks so arrival times are accurate."""
+        while (remaining := until_ns - self.clock.now_ns() - POLL_MARGIN_NS) > 0:
+            message = self._poll(remaining / 1e9)
+            if message is None:
+                return
+            self._handle(message, self.clock.now_ns())
+
+    # ------------------------------------------------------------------ strategy hooks
+    def _due(self, step: int) -> bool:
+        """Whether a request should be launched at `step` (no request is pending)."""
+        cur = self.current
+        if cur is None:
+            return True
+        return step >= cur.start_step + self.config.execution_horizon - self._launch_delay()
+
+    def _launch_delay(self) -> int:
+        return self.delay_steps()
+
+    def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
+        """Fields of the Infer and the switch plan; None to retry next tick (needed actions not final yet)."""
+        raise NotImplementedError
+
+    def _usable(self, req: PendingRequest, index: int) -> bool:
+        """Whether the pending chunk may take over running `index` now (default: the whole chunk arrived)."""
+        return req.complete
+
+    def _first_plan(self, step: int) -> dict:
+        """A request with nothing to overlap with: wait for it, run it from index 0 on arrival (sync semantics)."""
+        return dict(infer={}, switch_step=step + 1, first_index=0, align=False, delay=0, mode="sync")
+
+    # ------------------------------------------------------------------ internals
+    def _meta(self) -> Metadata:
+        if self.metadata is None:
+            raise RuntimeError("ChunkExecutor.start() must be called before tick()")
+        return self.metadata
+
+    def _launch(self, step: int, observation: dict, now: int) -> None:
+        meta, q = self._meta(), self.config.quantization
+        state = np.asarray(observation["state"], np.float32)
+        d = self._launch_delay()
+        plan = self._first_plan(step) if self.current is None else self._plan(step, state, d)
+        if plan is None:
+            self.counts["deferred"] += 1
+            return
+        request_id, self._next_id = self._next_id, self._next_id + 1
+        fields = plan["infer"]
+        infer = Infer(
+            request_id=request_id,
+            step_index=step,
+            capture_time_ns=int(observation.get("capture_time_ns", time.time_ns())),
+            prompt=self.config.prompt or str(observation.get("prompt", "")),
+            images=match_cameras(observation.get("images", {}), meta.cameras, self._warn_once),
+            state=state,
+            execution_horizon=self.config.execution_horizon * q,
+            seed=None if self.config.seed is None else self.config.seed + request_id,
+            **fields,
+        )
+        prefix = fields.get("prefix")
+        record = ChunkRecord(
+            chunk_id=request_id,
+            mode=plan["mode"],
+            request_step=step,
+            delay_steps=plan["delay"],
+            planned_switch_step=plan["switch_step"],
+            planned_index=plan["first_index"],
+            prefix_len=0 if prefix is None else len(prefix),
+        )
+        h, j = meta.chunk_length, meta.action_dim
+        req = PendingRequest(record, now, np.zeros((h, j), np.float32), np.zeros(h, bool), plan["align"])
+        self.records.append(record)
+        self.counts["requests"] += 1
+        try:
+            self.client.submit(infer)
+        except RobotIOError as exc:  # refused before sending, or the link is down
+            record.status = "error"
+            self._link_failed(exc)
+            return
+        self.pending = req
+
+    def _drain(self) -> None:
+        for _ in range(1000):  # bounded: a flood of messages cannot stall the tick forever
+            message = self._poll(0.0)
+            if message is None:
+                return
+            self._handle(message, self.clock.now_ns())
+
+    def _poll(self, timeout_s: float) -> Actions | Error | None:
+        try:
+            return self.client.poll(timeout_s)
+        except RobotIOError as exc:  # the link gave up (timeout, reset): requests in flight are lost
+            self._link_failed(exc)
+            return None
+
+    def _link_failed(self, exc: Exception) -> None:
+        self.counts["link_errors"] += 1
+        self._warn_once("link", f"policy link failed: {exc}")
+        if self.pending is not None:
+            self._close(self.pending, "error")
+        self._streaming = None
+        self._back_off()
+
+    def _back_off(self) -> None:
+        self._retry_ns = self.clock.now_ns() + round(self.config.retry_after_s * 1e9)
+
+    def _handle(self, message: Actions | Error | object, arrival_ns: int) -> None:
+        open_requests = {r.chunk_id: r for r in (self.pending, self._streaming) if r is not None}
+        if isinstance(message, Error):
+            self._on_error(message, open_requests)
+            return
+        if not isinstance(message, Actions) or message.request_id not in open_requests:
+            self.counts["stale"] += 1
+            return
+        req = open_requests[message.request_id]
+        actions = np.asarray(message.actions, np.float32)
+        h, j = req.actions.shape
+        if actions.ndim != 2 or actions.shape[1] != j or not 0 <= message.start <= message.start + len(actions) <= h:
+            self._warn_once("shape", f"reply {message.request_id}: actions {actions.shape} at {message.start} "
+                            f"do not fit the chunk [{h}, {j}]; request abandoned")  # fmt: skip
+            self._close(req, "error")
+            self.counts["errors"] += 1
+            return
+        req.actions[message.start : message.start + len(actions)] = actions
+        req.final[message.start : message.start + len(actions)] = True
+        rec, age_ms = req.record, (arrival_ns - req.request_ns) / 1e6
+        req.complete = req.complete or bool(message.final)
+        if rec.ready_ms is None and self._ready(req):
+            rec.ready_ms = age_ms
+            if self._measures_ready():
+                self.delay.add(age_ms / 1e3)
+        if message.final:
+            rec.latency_ms = age_ms
+            rec.reply_step = rec.request_step + math.ceil(age_ms / 1e3 / self.period_s - 1e-9)
+            rec.timing_ms = dict(message.timing_ms)
+            rec.server_ms = message.timing_ms.get("total_ms")
+            if not self._measures_ready():
+                self.delay.add(age_ms / 1e3)
+            if req is self._streaming:
+                self._streaming = None
+
+    def _ready(self, req: PendingRequest) -> bool:
+        """Whether the action needed at the planned switch is final (this chunk's time to first action)."""
+        return self._usable(req, req.record.planned_index)
+
+    def _measures_ready(self) -> bool:
+        """True: the delay estimate uses time-to-first-needed-action (faster), else the full latency."""
+        return False
+
+    def _on_error(self, error: Error, open_requests: dict[int, PendingRequest]) -> None:
+        req = open_requests.get(error.request_id) if error.request_id is not None else self.pending
+        if req is None:
+            self.counts["stale"] += 1
+            return
+        dropped = error.code == ErrorCode.DROPPED
+        self.counts["dropped" if dropped else "errors"] += 1
+        self._warn_once(f"error:{error.code}", f"request {req.chunk_id}: server error {error.code}: {error.message}")
+        self._close(req, "dropped" if dropped else "error")
+        if not dropped:  # a failing server: do not ask again at the control rate
+            self._back_off()
+
+    def _close(self, req: PendingRequest, status: str) -> None:
+        if req is self.pending:
+            self.pending = None
+            req.record.status = status
+        elif req is self._streaming:  # the running chunk keeps what arrived; missing indices starve
+            self._streaming = None
+
+    def _expire(self, now: int) -> None:
+        req = self.pending
+        if req is not None and now - req.request_ns > self.config.request_timeout_s * 1e9:
+            self.counts["timeouts"] += 1
+            self._warn_once("timeout", f"request {req.chunk_id}: no reply in {self.config.request_timeout_s} s")
+            self._close(req, "timeout")
+        if self._streaming is not None and now - self._streaming.request_ns > self.config.request_timeout_s * 1e9:
+            self._streaming = None
+
+    def _activate(self, step: int) -> None:
+        req, q = self.pending, self.config.quantization
+        if req is None or step < req.record.planned_switch_step:
+            return
+        index = req.index_for(step, q)
+        if index >= len(req.actions):
+            self.counts["too_late"] += 1
+            self._close(req, "too_late")
+            return
+        if not self._usable(req, index):
+            return
+        if self._running is not None:
+            self._running.status = "done"
+        rec = req.record
+        rec.switch_step, rec.switch_index, rec.status = step, index, "running"
+        delta = self.config.action_kind == "delta"
+        self.current = RunningChunk(req.actions, req.final, step, index, q, req.chunk_id, delta)
+        self._running, self.pending = rec, None
+        self._streaming = None if req.complete else req
+        self.counts["chunks"] += 1
+
+    def _command(self, step: int) -> np.ndarray | None:
+        cur = self.current
+        self.waiting = cur is None or (
+            self.config.mode == "sync" and step >= cur.start_step + self.config.execution_horizon
+        )
+        if self.waiting:
+            self.counts["wait_steps"] += 1
+            return None
+        action = cur.command(step)
+        if action is None:
+            self.counts["starved_steps"] += 1
+        return action
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s", message)
+        else:
+            log.debug("%s", message)

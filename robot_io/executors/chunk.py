@@ -1,0 +1,109 @@
+"""Chunks in flight and in execution: RunningChunk (same meaning as vlash/eval/modes.py), requests, records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class RunningChunk:
+    """A chunk being executed: robot step `start_step` runs index `first_index`, then `stride` (q) indices per step.
+
+    `final[i]` says whether index i has arrived (a streamed chunk fills in while it runs). An index past the
+    end or not final yet has no action (None): the caller holds and counts a missed deadline.
+    """
+
+    actions: np.ndarray  # [H, J] float32, absolute targets or per-index deltas
+    final: np.ndarray  # [H] bool
+    start_step: int
+    first_index: int
+    stride: int
+    chunk_id: int  # the request id it came from
+    delta: bool = False  # actions are increments: a step commands the sum of its q indices
+
+    @property
+    def length(self) -> int:
+        return len(self.actions)
+
+    def index_at(self, step: int) -> int:
+        return self.first_index + (step - self.start_step) * self.stride
+
+    def span_ready(self, start: int, stop: int) -> bool:
+        """Indices [start, stop) (clamped to the chunk) are all final."""
+        stop = min(stop, self.length)
+        return start < self.length and bool(self.final[start:stop].all())
+
+    def command(self, step: int) -> np.ndarray | None:
+        """What to command at `step`: actions[i] (absolute) or sum(actions[i:i+q]) (delta); None if unavailable."""
+        i = self.index_at(step)
+        stop = i + (self.stride if self.delta else 1)
+        if i < 0 or not self.span_ready(i, stop):
+            return None
+        if self.delta:
+            return self.actions[i:stop].sum(axis=0, dtype=np.float32)
+        return self.actions[i].copy()
+
+    def window(self, step: int, length: int) -> np.ndarray | None:
+        """Indices [index_at(step), + length), the last action repeated past the end; None if not all final."""
+        idx = np.minimum(np.arange(length) + self.index_at(step), self.length - 1)
+        return self.actions[idx].copy() if self.final[idx].all() else None
+
+    def future_state(self, step: int, switch_step: int, state: np.ndarray) -> np.ndarray | None:
+        """The state the robot will be in at `switch_step` if this chunk keeps running from `step` (ALGORITHMS.md §2).
+
+        Absolute targets: the last command before the switch, actions[index_at(switch_step - 1)] (the last action
+        repeated past the end). Deltas: state + the sum of every index executed in [step, switch_step).
+        None when those actions have not all arrived yet.
+        """
+        if self.delta:
+            start, stop = self.index_at(step), min(self.index_at(switch_step), self.length)
+            if start >= stop:
+                return np.asarray(state, np.float32).copy()
+            if not self.span_ready(start, stop):
+                return None
+            return (np.asarray(state, np.float32) + self.actions[start:stop].sum(axis=0)).astype(np.float32)
+        i = min(self.index_at(switch_step - 1), self.length - 1)
+        return self.actions[i].copy() if self.final[i] else None
+
+
+@dataclass
+class ChunkRecord:
+    """What happened to one request, for the summary and the plots (times from the request's control tick)."""
+
+    chunk_id: int  # request id
+    mode: str  # "sync" for the first chunk of an async mode (nothing to overlap with), else the mode
+    request_step: int  # control step of the observation
+    delay_steps: int  # d used to plan the switch
+    planned_switch_step: int  # step at which the chunk was planned to take over
+    planned_index: int  # chunk index planned for that step
+    prefix_len: int = 0  # committed prefix sent (rtc, faster)
+    ready_ms: float | None = None  # until the first action it needs was final (TTFA of this chunk)
+    latency_ms: float | None = None  # until the final message
+    reply_step: int | None = None  # first control step at or after the final message
+    server_ms: float | None = None  # timing_ms["total_ms"] reported by the server
+    switch_step: int | None = None  # step at which it took over (None: never ran)
+    switch_index: int | None = None  # chunk index run at switch_step
+    status: str = "pending"  # pending, running, done, dropped, error, timeout, too_late, reset
+    timing_ms: dict[str, float] = field(default_factory=dict)  # the server's breakdown
+
+
+@dataclass
+class PendingRequest:
+    """A request on its way: the buffer its Actions fill, and how it will take over."""
+
+    record: ChunkRecord
+    request_ns: int  # clock time of the request's control tick
+    actions: np.ndarray  # [H, J]
+    final: np.ndarray  # [H] bool
+    align: bool  # a late switch runs the index aligned with time (async); False: index 0 on arrival (sync)
+    complete: bool = False  # the final message arrived
+
+    @property
+    def chunk_id(self) -> int:
+        return self.record.chunk_id
+
+    def index_for(self, step: int, stride: int) -> int:
+        rec = self.record
+        return rec.planned_index + (step - rec.planned_switch_step) * stride if self.align else rec.planned_index

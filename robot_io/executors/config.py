@@ -1,0 +1,67 @@
+"""ExecutorConfig: the execution mode and its parameters (same names and units as vlash/eval/modes.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+EXECUTION_MODES = ("sync", "naive", "vlash", "rtc", "faster")
+ACTION_KINDS = ("absolute", "delta")
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """How chunks are requested and handed over. Steps are control steps; s and d as in ALGORITHMS.md §2-4."""
+
+    mode: str = "vlash"  # one of EXECUTION_MODES
+    execution_horizon: int = 10  # s: control steps of a chunk that run before the next one takes over
+    quantization: int = 1  # q: execute every q-th chunk action (the chunk index advances q per step)
+    initial_delay: int = 3  # d0: delay in control steps used until request latencies are measured
+    delay_window: int = 20  # request latencies kept for the online delay estimate
+    delay_percentile: float = 95.0  # d = ceil(this percentile of recent latencies / period)
+    adapt_delay: bool = True  # False: keep d = initial_delay (reproducible runs, tests)
+    action_kind: str = "absolute"  # "absolute" joint targets, or "delta": per-index increments of the state
+    request_timeout_s: float = 2.0  # a request without its reply after this is abandoned and re-sent
+    retry_after_s: float = 0.5  # after a server error or a link failure, wait this long before requesting again
+    prompt: str = ""  # task instruction; empty: the observation's "prompt" (simulated tasks), else ""
+    seed: int | None = None  # base noise seed sent with requests (request i uses seed + i); None: server's
+
+    def __post_init__(self) -> None:
+        if self.mode not in EXECUTION_MODES:
+            raise ValueError(f"ExecutorConfig.mode must be one of {EXECUTION_MODES}, got {self.mode!r}")
+        if self.action_kind not in ACTION_KINDS:
+            raise ValueError(f"ExecutorConfig.action_kind must be one of {ACTION_KINDS}, got {self.action_kind!r}")
+        for name in ("execution_horizon", "quantization", "delay_window"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"ExecutorConfig.{name} must be an int >= 1, got {value!r}")
+        if not (isinstance(self.initial_delay, int) and self.initial_delay >= 1):
+            raise ValueError(
+                f"ExecutorConfig.initial_delay must be an int >= 1 (a reply is never usable in the step of its "
+                f"request), got {self.initial_delay!r}"
+            )
+        if self.mode != "sync" and self.initial_delay > self.execution_horizon:
+            raise ValueError(
+                f"ExecutorConfig: initial_delay {self.initial_delay} > execution_horizon {self.execution_horizon} "
+                "(the next chunk would arrive after the current one ran out)"
+            )
+        if not 0.0 < self.delay_percentile <= 100.0:
+            raise ValueError(f"ExecutorConfig.delay_percentile must be in (0, 100], got {self.delay_percentile}")
+        for name in ("request_timeout_s", "retry_after_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"ExecutorConfig.{name} must be > 0, got {value}")
+
+    def max_delay(self, chunk_length: int) -> int:
+        """Largest d the chunk supports: d <= s (async) and (s + d) * q <= H."""
+        fit = chunk_length // self.quantization - self.execution_horizon
+        return fit if self.mode == "sync" else min(self.execution_horizon, fit)
+
+    def check_chunk_length(self, chunk_length: int) -> None:
+        """Raise ValueError when (s + 1) * q indices (the least any mode needs) exceed the chunk."""
+        need = (self.execution_horizon + 1) * self.quantization
+        if need > chunk_length:
+            raise ValueError(
+                f"(s + 1) * q = ({self.execution_horizon} + 1) * {self.quantization} = {need} chunk indices needed, "
+                f"the policy's chunk has {chunk_length}; lower --horizon or --quantize"
+            )

@@ -1,0 +1,130 @@
+"""SimRobot: the robot_io.sim arm as a Robot, stepped once per control tick (OpenCV/gymnasium loaded on connect)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from robot_io.robots.base import action_vector
+from robot_io.specs import ArraySpec
+
+SIM_CAMERA = "image"
+
+
+@dataclass
+class EpisodeOutcome:
+    """One finished simulated episode."""
+
+    seed: int
+    success: bool
+    steps: int
+    events: list[dict] = field(default_factory=list)
+
+
+class SimRobot:
+    """A simulated task (reach, track, whack, intercept): each `send_action` is one env.step.
+
+    Episodes restart automatically (seed, seed + 1, ...); outcomes are kept in `episodes`. The env is
+    exposed as `env` (a privileged scripted expert can plan from it, see robot_io.testing)."""
+
+    def __init__(self, task: str = "reach", seed: int = 0, image_size: int = 96, camera: str = SIM_CAMERA) -> None:
+        self.task, self.seed, self.image_size, self.camera = task, int(seed), int(image_size), camera
+        self.env: Any = None
+        self.episodes: list[EpisodeOutcome] = []
+        self._obs: dict | None = None
+        self._episode_seed = self.seed
+        self._events: list[dict] = []
+        self._fresh = False
+        self._num_joints = 2
+
+    @classmethod
+    def from_spec(cls, spec: str, **kwargs: Any) -> SimRobot:
+        """ "sim:<task>" or "sim:<task>:<seed>" (e.g. "sim:reach", "sim:whack:3")."""
+        parts = spec.split(":")
+        if parts[0] != "sim" or len(parts) not in (2, 3) or not parts[1]:
+            raise ValueError(f"robot spec must be 'sim:<task>[:<seed>]', got {spec!r}")
+        if len(parts) == 3:
+            try:
+                kwargs["seed"] = int(parts[2])
+            except ValueError:
+                raise ValueError(f"robot spec {spec!r}: seed {parts[2]!r} is not an integer") from None
+        return cls(task=parts[1], **kwargs)
+
+    # ------------------------------------------------------------------ features
+    @property
+    def observation_features(self) -> dict[str, ArraySpec]:
+        j, s = self._num_joints, self.image_size
+        return {
+            "state": ArraySpec("state", (j,), "float32"),
+            f"images.{self.camera}": ArraySpec(self.camera, (s, s, 3), "uint8"),
+        }
+
+    @property
+    def action_features(self) -> dict[str, ArraySpec]:
+        return {"action": ArraySpec("action", (self._num_joints,), "float32")}
+
+    @property
+    def joint_limits(self) -> np.ndarray:
+        """[J, 2] low/high joint limits (radians)."""
+        return self._require_env().joint_limits
+
+    @property
+    def dt(self) -> float:
+        return float(self._require_env().dt)
+
+    # ------------------------------------------------------------------ lifecycle
+    def connect(self) -> None:
+        from robot_io.sim import make_env  # gymnasium + OpenCV: only when a simulated robot is used
+
+        self.env = make_env(self.task, seed=self.seed, image_size=self.image_size)
+        self._num_joints = self.env.num_joints
+        self._reset()
+
+    def disconnect(self) -> None:
+        self.env = None
+
+    def get_observation(self) -> dict[str, Any]:
+        env = self._require_env()
+        obs = {
+            "state": np.asarray(self._obs["state"], np.float32).copy(),
+            "images": {self.camera: self._obs["image"]},
+            "capture_time_ns": time.time_ns(),
+            "prompt": env.instruction,
+            "episode_start": self._fresh,
+            "sim_step": env.step_index,
+        }
+        self._fresh = False
+        return obs
+
+    def send_action(self, action: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env = self._require_env()
+        command = action_vector(action, self.action_features["action"])
+        limits = env.joint_limits
+        sent = np.clip(command, limits[:, 0], limits[:, 1]).astype(np.float32)
+        self._obs, _, terminated, truncated, info = env.step(sent)
+        self._events.extend(info["events"])
+        if terminated or truncated:
+            self.episodes.append(
+                EpisodeOutcome(self._episode_seed, bool(info["success"]), env.step_index, self._events)
+            )
+            self._episode_seed += 1
+            self._reset()
+        return {"action": sent}
+
+    # ------------------------------------------------------------------ summary
+    @property
+    def successes(self) -> int:
+        return sum(e.success for e in self.episodes)
+
+    def _reset(self) -> None:
+        self._obs, info = self.env.reset(seed=self._episode_seed)
+        self._events = list(info["events"])
+        self._fresh = True
+
+    def _require_env(self) -> Any:
+        if self.env is None:
+            raise RuntimeError("SimRobot: call connect() first")
+        return self.env

@@ -1,0 +1,177 @@
+"""In-process stand-ins for tests and demos without a server: a fake policy client with scripted latency.
+
+    clock = SimulatedClock()
+    client = FakePolicyClient(expert_planner(sim_robot), sim_metadata(sim_robot), clock, latency_s=0.05)
+
+FakePolicyClient satisfies the executors' PolicyLink (connect / submit / poll): a request's chunk is computed
+at submit time by `plan(infer)` and its Actions become available `latency_s` later on `clock` (simulated or
+real). `stream` lists partial messages as (fraction of the latency, number of new actions final), like the
+horizon-aware sampler's streaming. A newer request drops the older one (Error DROPPED), as the server does.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from robot_io.control.clock import Clock
+from robot_io.protocol import Actions, CameraSpec, Error, ErrorCode, Infer, Metadata
+
+Planner = Callable[[Infer], np.ndarray]
+
+
+class FakePolicyClient:
+    def __init__(
+        self,
+        plan: Planner,
+        metadata: Metadata,
+        clock: Clock,
+        latency_s: float | Callable[[Infer], float] = 0.05,
+        stream: Sequence[tuple[float, int]] = (),
+    ) -> None:
+        self.plan, self.metadata, self.clock, self.latency_s, self.stream = plan, metadata, clock, latency_s, stream
+        self.requests: list[Infer] = []  # every request submitted, in order
+        self.replying = True  # False: requests are swallowed (a dead server)
+        self.connects = 0
+        self._queue: list[tuple[int, int, Actions | Error]] = []  # (due_ns, seq, message)
+        self._seq = 0
+
+    def connect(self) -> Metadata:
+        self.connects += 1
+        return self.metadata
+
+    def submit(self, infer: Infer) -> None:
+        self.requests.append(infer)
+        now = self.clock.now_ns()
+        older = {m.request_id for _, _, m in self._queue if isinstance(m, Actions)}
+        self._queue = [item for item in self._queue if not isinstance(item[2], Actions)]
+        for rid in sorted(older):
+            self._push(now, Error(ErrorCode.DROPPED, "superseded by a newer request", rid))
+        if not self.replying:
+            return
+        chunk = np.asarray(self.plan(infer), np.float32).copy()
+        h = self.metadata.chunk_length
+        if chunk.shape != (h, self.metadata.action_dim):
+            raise ValueError(
+                f"FakePolicyClient: plan returned {chunk.shape}, expected ({h}, {self.metadata.action_dim})"
+            )
+        c = 0 if infer.prefix is None else len(infer.prefix)
+        if c:
+            chunk[:c] = infer.prefix  # committed actions come back bit-exact
+        latency = self.latency_s(infer) if callable(self.latency_s) else self.latency_s
+        done = c
+        for fraction, count in self.stream:
+            stop = min(h, c + count)
+            if stop > done:
+                self._push(now + round(fraction * latency * 1e9), self._actions(infer, chunk, done, stop, False, {}))
+                done = stop
+        timing = {"total_ms": latency * 1e3}
+        self._push(now + round(latency * 1e9), self._actions(infer, chunk, 0, h, True, timing))
+
+    def poll(self, timeout_s: float = 0.0) -> Actions | Error | None:
+        deadline = self.clock.now_ns() + max(0, round(timeout_s * 1e9))
+        if self._queue and self._queue[0][0] <= deadline:
+            self.clock.sleep_until(self._queue[0][0])
+            return heapq.heappop(self._queue)[2]
+        self.clock.sleep_until(deadline)
+        return None
+
+    def reset(self) -> None:
+        self._queue.clear()
+
+    def close(self) -> None:
+        self._queue.clear()
+
+    def _actions(self, infer: Infer, chunk: np.ndarray, start: int, stop: int, final: bool, timing: dict) -> Actions:
+        return Actions(infer.request_id, start, chunk[start:stop].copy(), final, len(chunk), infer.step_index, timing)
+
+    def _push(self, due_ns: int, message: Actions | Error) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (due_ns, self._seq, message))
+
+
+def expert_planner(robot: Any, chunk_length: int = 50) -> Planner:
+    """A privileged planner from a connected SimRobot's scripted expert (like vlash.eval's OraclePolicy):
+    plans from future_state (delay_steps ahead) when given, continues a committed prefix from its last action."""
+
+    def plan(infer: Infer) -> np.ndarray:
+        env, h = robot.env, chunk_length
+        if infer.prefix is not None and len(infer.prefix):
+            c = len(infer.prefix)
+            rest = env.expert_chunk(h - c, state=infer.prefix[-1], start_offset=c)
+            return np.concatenate([infer.prefix, rest])
+        if infer.future_state is not None:
+            return env.expert_chunk(h, state=infer.future_state, start_offset=infer.delay_steps)
+        return env.expert_chunk(h, state=infer.state)
+
+    return plan
+
+
+def sim_metadata(robot: Any, chunk_length: int = 50, rate_hz: float = 30.0) -> Metadata:
+    """Metadata of an in-process policy for a connected SimRobot (its camera, its joints)."""
+    s, j = robot.image_size, robot.env.num_joints
+    return Metadata(
+        model_id="scripted-expert",
+        cameras=[CameraSpec(robot.camera, s, s)],
+        state_dim=j,
+        action_dim=j,
+        chunk_length=chunk_length,
+        control_rate_hz=rate_hz,
+        precision="fp32",
+        engine="in-process",
+        num_steps=10,
+        schedule="constant",
+        relative_actions=False,
+    )
+
+
+class LoopbackPolicyServer:
+    """A torch-free policy server on a ZeroMQ ROUTER socket in a thread (tests, demos of the robot side):
+    HELLO -> `metadata`; INFER -> one final Actions computed by `plan(infer)`. Use as a context manager."""
+
+    def __init__(self, endpoint: str, plan: Planner, metadata: Metadata) -> None:
+        import threading
+
+        import zmq
+
+        self.endpoint, self.plan, self.metadata = endpoint, plan, metadata
+        self.served = 0
+        self._zmq = zmq
+        self._socket = zmq.Context.instance().socket(zmq.ROUTER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.bind(endpoint)  # "tcp://127.0.0.1:*" picks a free port
+        self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="loopback-policy-server", daemon=True)
+
+    def __enter__(self) -> LoopbackPolicyServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        self._socket.close(linger=0)
+
+    def _serve(self) -> None:
+        from robot_io.protocol import Hello, decode, encode
+
+        while not self._stop.is_set():
+            if not self._socket.poll(20):
+                continue
+            identity, *frames = self._socket.recv_multipart()
+            message = decode(frames)
+            if isinstance(message, Hello):
+                reply = self.metadata
+            elif isinstance(message, Infer):
+                chunk = np.asarray(self.plan(message), np.float32)
+                if message.prefix is not None and len(message.prefix):
+                    chunk[: len(message.prefix)] = message.prefix
+                reply = Actions(message.request_id, 0, chunk, True, len(chunk), message.step_index, {"total_ms": 0.0})
+                self.served += 1
+            else:
+                reply = Error(ErrorCode.BAD_MESSAGE, f"loopback server does not serve {type(message).__name__}")
+            self._socket.send_multipart([identity, *encode(reply)])
