@@ -1,8 +1,13 @@
 """PolicyClient: the robot's end of the policy link (one ZeroMQ DEALER socket, bounded waits everywhere).
 
 Not thread-safe: use one client from one thread (the control loop's). Every wait has a deadline; when a
-reply that must come does not, the socket is dropped (LINGER 0) and the next call re-handshakes, so a
+reply that must come does not, the socket is dropped (LINGER 0) and the next call reconnects, so a
 restarted server is picked up without retrying forever.
+
+`submit` and `poll(0)` never wait on the network, so a control loop calling them keeps its deadlines even
+while the server is down: after a drop, `submit` opens a new socket and sends HELLO and the INFER back to
+back (the server does not require the handshake first); the METADATA reply is taken by `poll` when it comes.
+Only `connect`, `infer`, `ping`, `reset` and `stats` block (up to timeout_s): call them at setup.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ class PolicyClient:
     """Talks to a vlash policy server: HELLO -> METADATA handshake, then INFER -> streamed ACTIONS.
 
     `counters`: "stale" (replies for unknown, finished or pre-reset requests, dropped), "bad" (undecodable
-    replies, dropped), "resets" (connections dropped after a timeout), "sent" (INFER messages sent).
+    replies, dropped), "resets" (connections dropped after a timeout), "sent" (INFER messages sent),
+    "handshakes" (METADATA replies accepted, blocking or not).
     """
 
     def __init__(
@@ -66,7 +72,8 @@ class PolicyClient:
         self._metadata: Metadata | None = None
         self._pending: dict[int, int] = {}  # request id -> monotonic ns of its submit or latest reply
         self._inbox: deque[Actions | Error] = deque()  # replies that arrived during a blocking call
-        self.counters = {"stale": 0, "bad": 0, "resets": 0, "sent": 0}
+        self._hello_pending = False  # a HELLO went out from submit(); its METADATA is taken on receipt
+        self.counters = {"stale": 0, "bad": 0, "resets": 0, "sent": 0, "handshakes": 0}
 
     # -- connection -----------------------------------------------------------------------------------
 
@@ -74,17 +81,14 @@ class PolicyClient:
         """Handshake (HELLO -> METADATA) within timeout_s; raises DeadlineExceeded or RemoteError."""
         if self._socket is None:
             self._open()
-        self._metadata = None
+        self._hello_pending = False  # this call takes the next METADATA itself
         metadata = self._call(Hello(client=self.client_name), Metadata)
-        if metadata.version != PROTOCOL_VERSION:
-            self._drop_connection()
-            raise ProtocolError(f"server speaks protocol {metadata.version}, this client {PROTOCOL_VERSION}")
-        self._metadata = metadata
+        self._accept_metadata(metadata)
         return metadata
 
     @property
     def metadata(self) -> Metadata:
-        """The server's METADATA (handshakes first if not connected)."""
+        """The server's latest METADATA (handshakes first if none was ever received; kept across reconnects)."""
         return self._metadata if self._metadata is not None else self.connect()
 
     @property
@@ -93,9 +97,8 @@ class PolicyClient:
         return tuple(self._pending)
 
     def close(self) -> None:
-        if self._socket is not None:
-            self._socket.close(linger=0)
-        self._socket, self._metadata = None, None
+        self._close_socket()
+        self._metadata = None
 
     def __enter__(self) -> PolicyClient:
         return self
@@ -106,13 +109,17 @@ class PolicyClient:
     # -- requests -------------------------------------------------------------------------------------
 
     def submit(self, infer: Infer) -> None:
-        """Send a request without waiting for its reply (handshakes first if needed).
+        """Send a request without waiting for anything; raises DeadlineExceeded only if the send queue is full.
 
-        Arrays are sent zero-copy: do not modify them in place afterwards (a camera driver that reuses its
-        buffer must hand over a copy), or the bytes on the wire may change under ZeroMQ.
+        Without a connection (first use, or dropped after a timeout) a new socket is opened and HELLO goes out
+        just before the request; `poll` takes the METADATA reply. Arrays are sent zero-copy: do not modify them
+        in place afterwards (a camera driver that reuses its buffer must hand over a copy).
         """
         frames = encode(infer, self.limits, validate=self.validate_requests)  # MessageError before any I/O
-        self.metadata  # noqa: B018 - handshake if needed
+        if self._socket is None:
+            self._open()
+            self._send_frames(encode(Hello(client=self.client_name), self.limits))
+            self._hello_pending = True
         self._send_frames(frames)
         self._pending[infer.request_id] = time.monotonic_ns()
         self.counters["sent"] += 1
@@ -180,12 +187,30 @@ class PolicyClient:
         socket.connect(self.endpoint)
         self._socket = socket
 
+    def _close_socket(self) -> None:
+        if self._socket is not None:
+            self._socket.close(linger=0)
+        self._socket, self._hello_pending = None, False
+
     def _drop_connection(self) -> None:
         """Close the socket (LINGER 0) and forget everything in flight; the next call reconnects."""
-        self.close()
+        self._close_socket()
         self._pending.clear()
         self._inbox.clear()
         self.counters["resets"] += 1
+
+    def _accept_metadata(self, metadata: Metadata) -> None:
+        """Take a METADATA reply: refuse another protocol version, warn when the policy's shapes changed."""
+        if metadata.version != PROTOCOL_VERSION:
+            self._drop_connection()
+            raise ProtocolError(f"server speaks protocol {metadata.version}, this client {PROTOCOL_VERSION}")
+        old = self._metadata
+        shape = ("state_dim", "action_dim", "chunk_length", "cameras")
+        if old is not None and any(getattr(old, k) != getattr(metadata, k) for k in shape):
+            log.warning("server at %s now serves %s with different shapes than %s", self.endpoint,
+                        metadata.model_id, old.model_id)  # fmt: skip
+        self._metadata = metadata
+        self.counters["handshakes"] += 1
 
     def _send_frames(self, frames: list) -> None:
         try:
@@ -236,10 +261,16 @@ class PolicyClient:
                 continue
             frames = self._socket.recv_multipart(copy=False)
             try:
-                return decode(frames, self.limits)
+                message = decode(frames, self.limits)
             except MessageError as exc:
                 self.counters["bad"] += 1
                 log.warning("dropping undecodable reply from %s: %s", self.endpoint, exc)
+                continue
+            if self._hello_pending and isinstance(message, Metadata):  # the reply to submit()'s HELLO
+                self._hello_pending = False
+                self._accept_metadata(message)
+                continue
+            return message
 
     def _is_reply(self, message: Message) -> bool:
         if isinstance(message, Actions | Error):

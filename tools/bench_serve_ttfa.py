@@ -7,6 +7,7 @@ and horizon-aware schedules: an in-process `PolicyServer` with a random-weight p
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -37,6 +38,11 @@ def measure(client: PolicyClient, infer: Infer, timeout_s: float = 30.0) -> tupl
             return first, now
 
 
+def load() -> str:
+    """1/5/15-minute load average: other work on the machine moves these numbers."""
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default="pi05-tiny", help="preset (random weights)")
@@ -59,7 +65,8 @@ def main() -> None:
         state = np.zeros(meta.state_dim, np.float32)
         print(
             f"{loaded.model_id} {loaded.precision} on {runtime.engine.device}, {meta.num_steps} steps, "
-            f"threads={torch.get_num_threads()}, {args.requests} requests per schedule, loopback tcp"
+            f"threads={torch.get_num_threads()}, {args.requests} requests per schedule, loopback tcp, "
+            f"load average {load()}"
         )
         rid = 0
         for schedule in ("constant", "horizon-aware"):
@@ -75,7 +82,7 @@ def main() -> None:
             ttfa, chunk = np.array(rows).T
             print(
                 f"{schedule:>14}: TTFA median {np.median(ttfa):7.1f} ms p99 {np.percentile(ttfa, 99):7.1f} ms | "
-                f"chunk median {np.median(chunk):7.1f} ms p99 {np.percentile(chunk, 99):7.1f} ms"
+                f"chunk median {np.median(chunk):7.1f} ms p99 {np.percentile(chunk, 99):7.1f} ms | load {load()}"
             )
 
 

@@ -24,7 +24,7 @@ from robot_io.executors.chunk import ChunkRecord, PendingRequest, RunningChunk
 from robot_io.executors.config import ExecutorConfig
 from robot_io.executors.delay import DelayEstimator
 from robot_io.executors.images import match_cameras
-from robot_io.protocol import Actions, Error, ErrorCode, Infer, Metadata
+from robot_io.protocol import Actions, Error, ErrorCode, Infer, Limits, Metadata
 
 log = logging.getLogger(__name__)
 POLL_MARGIN_NS = 1_000_000  # ZeroMQ polls in whole milliseconds: stop waiting this early so ticks start on time
@@ -63,6 +63,7 @@ class ChunkExecutor:
         self._retry_ns = -(2**62)  # no request before this clock time (back-off after errors)
         self.waiting = True  # the last tick returned None by design (first chunk, sync), not a missed deadline
         self._warned: set[str] = set()
+        self._max_side = getattr(client, "limits", Limits()).max_image_side  # larger camera frames are downscaled
         self.counts = dict(requests=0, chunks=0, wait_steps=0, starved_steps=0, stale=0, errors=0, dropped=0,
                            timeouts=0, too_late=0, deferred=0, link_errors=0)  # fmt: skip
 
@@ -153,7 +154,7 @@ class ChunkExecutor:
             step_index=step,
             capture_time_ns=int(observation.get("capture_time_ns", time.time_ns())),
             prompt=self.config.prompt or str(observation.get("prompt", "")),
-            images=match_cameras(observation.get("images", {}), meta.cameras, self._warn_once),
+            images=match_cameras(observation.get("images", {}), meta.cameras, self._warn_once, self._max_side),
             state=state,
             execution_horizon=self.config.execution_horizon * q,
             seed=None if self.config.seed is None else self.config.seed + request_id,

@@ -1,4 +1,9 @@
-"""Match the robot's camera images to the cameras the policy expects (names, then sizes)."""
+"""Match the robot's camera images to the cameras the policy expects (by name, else in order).
+
+Images go out at the camera's native size: the server resizes them exactly as the policy was trained
+(aspect-preserving, antialiased, zero padding), so resizing here would only add a second, different resize.
+The metadata camera size is a recommendation. Only an image with a side above the protocol's limit is
+downscaled here (nearest neighbour, aspect kept) so the server does not refuse it."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from robot_io.errors import ShapeError
-from robot_io.protocol import CameraSpec
+from robot_io.protocol import CameraSpec, Limits
 
 
 def resize_nearest(image: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -19,11 +24,24 @@ def resize_nearest(image: np.ndarray, height: int, width: int) -> np.ndarray:
     return np.ascontiguousarray(image[rows[:, None], cols[None, :]])
 
 
+def fit_within(image: np.ndarray, max_side: int) -> np.ndarray:
+    """`image` unchanged when both sides are <= max_side, else downscaled (aspect kept) to fit."""
+    height, width = image.shape[:2]
+    if max(height, width) <= max_side:
+        return image
+    scale = max_side / max(height, width)
+    return resize_nearest(image, max(1, int(height * scale)), max(1, int(width * scale)))
+
+
 def match_cameras(
-    images: dict[str, np.ndarray], cameras: list[CameraSpec], warn: Callable[[str, str], None] | None = None
+    images: dict[str, np.ndarray],
+    cameras: list[CameraSpec],
+    warn: Callable[[str, str], None] | None = None,
+    max_side: int = Limits().max_image_side,
 ) -> dict[str, np.ndarray]:
-    """Images keyed and sized as the policy's `cameras` want. Names match exactly; otherwise, with as many images
-    as cameras, in order (warned once). Raises ShapeError when that is impossible (a setup error)."""
+    """Images keyed as the policy's `cameras` want, at their native size (see the module doc). Names match
+    exactly; otherwise, with as many images as cameras, in order (warned once). Raises ShapeError when that is
+    impossible (a setup error)."""
     if not cameras:
         return {}
     if all(c.name in images for c in cameras):
@@ -40,5 +58,5 @@ def match_cameras(
         image = np.asarray(image)
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
             raise ShapeError(f"camera {cam.name!r}: expected uint8 [H, W, 3], got {image.dtype} {image.shape}")
-        out[cam.name] = resize_nearest(image, cam.height, cam.width)
+        out[cam.name] = fit_within(image, max_side)
     return out

@@ -33,8 +33,11 @@ class Limits:
 def validate_infer(infer: Infer, metadata: Metadata) -> None:
     """Check a decoded request against the policy it is for; raise MessageError with the code to reply.
 
-    decode() has already checked dtypes, ranks, bounds and finiteness; this adds what only the server
-    knows: camera names and image sizes, state and action dims, chunk length.
+    decode() has already checked dtypes, ranks, bounds (image sides <= Limits.max_image_side) and
+    finiteness; this adds what only the server knows: camera names, state and action dims, chunk length.
+    Images may have any size: METADATA's camera size is the model's input size, a recommendation; the server
+    resizes (aspect kept, zero padding) as the policy was trained. Only an image too thin to keep one pixel per
+    side after that resize is refused.
     """
     expected = {c.name: c for c in metadata.cameras}
     unknown = sorted(set(infer.images) - set(expected))
@@ -44,12 +47,12 @@ def validate_infer(infer: Infer, metadata: Metadata) -> None:
     if missing:
         raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"missing camera(s) {missing}")
     for name, image in infer.images.items():
-        cam = expected[name]
-        if image.shape[:2] != (cam.height, cam.width):
-            raise MessageError(
-                ErrorCode.BAD_VALUE,
-                f"image {name!r}: expected {cam.height}x{cam.width}, got {image.shape[0]}x{image.shape[1]}",
-            )
+        cam, (height, width) = expected[name], image.shape[:2]
+        ratio = max(width / cam.width, height / cam.height, 1e-9)  # resize-with-pad scale (vlash.policies.image)
+        _check(
+            int(height / ratio) >= 1 and int(width / ratio) >= 1,
+            f"image {name!r}: {height}x{width} is too thin to resize into {cam.height}x{cam.width}",
+        )
     _check(
         infer.state.shape[0] == metadata.state_dim,
         f"state: expected {metadata.state_dim} dims, got {infer.state.shape[0]}",

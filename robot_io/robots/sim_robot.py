@@ -30,8 +30,16 @@ class SimRobot:
     Episodes restart automatically (seed, seed + 1, ...); outcomes are kept in `episodes`. The env is
     exposed as `env` (a privileged scripted expert can plan from it, see robot_io.testing)."""
 
-    def __init__(self, task: str = "reach", seed: int = 0, image_size: int = 96, camera: str = SIM_CAMERA) -> None:
+    def __init__(
+        self,
+        task: str = "reach",
+        seed: int = 0,
+        image_size: int = 96,
+        camera: str = SIM_CAMERA,
+        env_options: dict[str, Any] | None = None,
+    ) -> None:
         self.task, self.seed, self.image_size, self.camera = task, int(seed), int(image_size), camera
+        self.env_options = dict(env_options or {})  # more make_env arguments (arm, planner, task_config)
         self.env: Any = None
         self.episodes: list[EpisodeOutcome] = []
         self._obs: dict | None = None
@@ -79,7 +87,7 @@ class SimRobot:
     def connect(self) -> None:
         from robot_io.sim import make_env  # gymnasium + OpenCV: only when a simulated robot is used
 
-        self.env = make_env(self.task, seed=self.seed, image_size=self.image_size)
+        self.env = make_env(self.task, seed=self.seed, image_size=self.image_size, **self.env_options)
         self._num_joints = self.env.num_joints
         self._reset()
 

@@ -222,13 +222,15 @@ def test_error_code_and_metadata_fields_are_checked():
 
 def test_validate_infer_against_metadata():
     validate_infer(decode(encode(make_infer())), METADATA)
+    native = {"front": np.zeros((48, 64, 3), np.uint8), "wrist": np.zeros((3, 2, 3), np.uint8)}
+    validate_infer(make_infer(images=native), METADATA)  # any size: the server resizes as the policy was trained
     cases = [
         (make_infer(images={"front": np.zeros((6, 8, 3), np.uint8)}), ErrorCode.UNKNOWN_CAMERA, "missing camera"),
         (make_infer(images={"top": np.zeros((6, 8, 3), np.uint8)}), ErrorCode.UNKNOWN_CAMERA, "unknown camera"),
         (
-            make_infer(images={"front": np.zeros((8, 6, 3), np.uint8), "wrist": np.zeros((6, 8, 3), np.uint8)}),
+            make_infer(images={"front": np.zeros((1, 64, 3), np.uint8), "wrist": np.zeros((6, 8, 3), np.uint8)}),
             ErrorCode.BAD_VALUE,
-            "expected 6x8",
+            "1x64 is too thin to resize into 6x8",
         ),
         (make_infer(state=np.zeros(5, np.float32), future_state=None), ErrorCode.BAD_VALUE, "state: expected 4 dims"),
         (make_infer(prefix=np.zeros((2, 4), np.float32), guidance=None), ErrorCode.BAD_VALUE, "expected 3 action dims"),

@@ -1,41 +1,71 @@
-"""`vlash` entry point: one sub-command per module (info, bench, ...)."""
+"""`vlash` entry point: one sub-command per module, imported only when that command runs.
+
+`vlash run` executes on robot computers without torch, so the top level must not import the model-side
+commands. The table below gives each command's module and help line; `vlash --help` is built from it alone.
+Parsing happens in two passes: the top-level parser picks the command (its arguments are left unparsed),
+then the command's module is imported and its own `add_parser` parses them.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
+from types import ModuleType
 
-from vlash.cli import bench_cmd, eval_cmd, info_cmd, keys_cmd, run_cmd, serve_cmd, train_cmd
 from vlash.errors import VlashError
 
-COMMANDS = {
-    "info": info_cmd,
-    "bench": bench_cmd,
-    "eval": eval_cmd,
-    "train": train_cmd,
-    "serve": serve_cmd,
-    "keys": keys_cmd,
-    "run": run_cmd,
+# name -> (module, help): the help must equal the one the module's add_parser gives (tests/cli checks it).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "info": ("vlash.cli.info_cmd", "show a policy's configuration and parameter counts"),
+    "bench": ("vlash.cli.bench_cmd", "time prefill, denoise step, time to first action and full chunk"),
+    "export": ("vlash.cli.export_cmd", "export a policy to an engine artifact (ONNX Runtime graphs, TensorRT engines)"),
+    "eval": ("vlash.cli.eval_cmd", "simulated success / reaction / smoothness vs inference delay per mode"),
+    "train": ("vlash.cli.train_cmd", "train a policy from scratch on simulated expert demonstrations"),
+    "serve": ("vlash.cli.serve_cmd", "serve a policy to robot clients over ZeroMQ"),
+    "keys": ("vlash.cli.keys_cmd", "generate a CurveZMQ key pair for `vlash serve --curve-keys` / clients"),
+    "run": ("vlash.cli.run_cmd", "run a robot (or the simulator) under a remote policy server"),
+    "quantize": ("vlash.cli.quantize_cmd", "quantize a policy (torch int8/int4, ONNX int8, TensorRT), gate it vs fp32"),
+    "demo": ("vlash.cli.demo_cmd", "serve the shipped policy and drive the simulated arm through it, with a plot"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser: global flags and the command name (a command's own flags are not parsed here)."""
     parser = argparse.ArgumentParser(prog="vlash", description="Real-time inference for VLA robot policies.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for module in COMMANDS.values():
-        module.add_parser(sub)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)  # --help goes to the command's real parser
     return parser
 
 
+def command_module(name: str) -> ModuleType:
+    return importlib.import_module(COMMANDS[name][0])
+
+
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The full parser of one command, built by its module's add_parser (imports that module)."""
+    parser = argparse.ArgumentParser(prog="vlash")
+    command_module(name).add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    top, rest = build_parser().parse_known_args(argv)
+    args = command_parser(top.command).parse_args([top.command, *rest])
+    args.verbose = top.verbose
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        return COMMANDS[args.command].run(args)
+        return command_module(args.command).run(args)
     except VlashError as exc:  # setup errors: one clear line, no traceback
         print(f"vlash {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -12,7 +12,8 @@ DEFAULT_CONTROL_RATE_HZ = 50.0
 def policy_metadata(
     runtime: PolicyRuntime, model_id: str, engine: str, precision: str, control_rate_hz: float | None = None
 ) -> Metadata:
-    """What a client learns on HELLO. Cameras are advertised at the model's input size."""
+    """What a client learns on HELLO. Cameras are advertised at the model's input size: a recommendation, the
+    processor resizes any size as the policy was trained (docs/PROTOCOL.md, "Images")."""
     cfg = runtime.config
     size = cfg.vision.image_size
     meta_rate = runtime.policy.metadata.get("control_rate_hz")

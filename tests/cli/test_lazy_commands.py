@@ -1,0 +1,57 @@
+"""The `vlash` entry point imports a command's module only when that command runs: `vlash run` (the robot
+computer's command) must work without torch, and `vlash --help` lists every command without importing any."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from vlash.cli.main import COMMANDS, command_parser
+
+BLOCKED = textwrap.dedent(
+    """
+    import importlib.abc, sys
+    HEAVY = ("torch", "engines", "quant", "safetensors", "tokenizers", "onnxruntime")
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in HEAVY:
+                raise ImportError(f"blocked heavy import: {name}")
+    sys.meta_path.insert(0, Block())
+    from vlash.cli.main import main
+    try:
+        main(sys.argv[1:])
+    except SystemExit as exc:
+        assert exc.code == 0, exc.code
+    loaded = sorted(m for m in sys.modules if m.startswith("vlash.cli.") and m != "vlash.cli.main")
+    print("loaded", loaded)
+    """
+)
+
+
+def run_blocked(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", BLOCKED, *argv], capture_output=True, text=True, timeout=60)
+
+
+def test_run_help_works_with_torch_blocked():
+    out = run_blocked("run", "--help")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "--server" in out.stdout and "usage: vlash run" in out.stdout
+    assert "loaded ['vlash.cli.run_cmd']" in out.stdout
+
+
+def test_top_level_help_lists_every_command_without_importing_one():
+    out = run_blocked("--help")
+    assert out.returncode == 0, out.stderr[-2000:]
+    for name in COMMANDS:
+        assert f"\n    {name} " in out.stdout, name
+    assert "loaded []" in out.stdout
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_table_help_matches_the_commands_own_parser(name):
+    parser = command_parser(name)
+    choices = parser._subparsers._group_actions[0]._choices_actions
+    assert [(a.dest, a.help) for a in choices] == [(name, COMMANDS[name][1])]

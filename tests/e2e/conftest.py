@@ -1,0 +1,67 @@
+"""End-to-end fixtures: a real `PolicyServer` on tcp loopback serving the shipped simulation policy when it
+exists (checkpoints/pi05-tiny-sim), else a random pi05-micro policy written here; simulated robots drive it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from engines import create_engine
+from robot_io.robots import SimRobot
+from robot_io.sim.tasks.reach import ReachConfig
+from tests.server.conftest import write_policy
+from vlash.policies.policy_dir import load_policy
+from vlash.policies.shipped import shipped_root
+from vlash.server.config import ServerConfig
+from vlash.server.requests import policy_metadata
+from vlash.server.runtime import PolicyRuntime
+from vlash.server.server import PolicyServer
+
+SHIPPED = "pi05-tiny-sim"
+EPISODE_STEPS = 30  # short reach episodes (1 s at 30 Hz) so every mode finishes one quickly
+MICRO_STEPS = 4
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def e2e_policy_dir(tmp_path_factory) -> Path:
+    shipped = shipped_root() / SHIPPED
+    if (shipped / "config.yaml").is_file():
+        return shipped
+    return write_policy(tmp_path_factory.mktemp("e2e"))
+
+
+@pytest.fixture(scope="session")
+def runtime(e2e_policy_dir) -> PolicyRuntime:
+    policy = load_policy(e2e_policy_dir)
+    steps = None if e2e_policy_dir.name == SHIPPED else MICRO_STEPS
+    return PolicyRuntime(policy, create_engine("torch", model=policy.model), num_steps=steps)
+
+
+def serve(runtime: PolicyRuntime, bind: str = "tcp://127.0.0.1:0") -> PolicyServer:
+    server = PolicyServer(runtime, policy_metadata(runtime, "e2e", "torch", "fp32"), ServerConfig(bind=bind))
+    server.start()
+    return server
+
+
+@pytest.fixture
+def server(runtime):
+    srv = serve(runtime)
+    yield srv
+    srv.stop()
+
+
+def sim_robot(camera: str, seed: int = 0, max_steps: int = EPISODE_STEPS, endless: bool = False) -> SimRobot:
+    """sim:reach with short episodes; its camera is named after the policy's (no name-matching warning).
+    `endless`: targets cannot be touched, so the episode only ends at max_steps."""
+    task = ReachConfig(max_steps=max_steps, touch_radius=1e-9) if endless else ReachConfig(max_steps=max_steps)
+    return SimRobot("reach", seed=seed, camera=camera, env_options={"task_config": task})

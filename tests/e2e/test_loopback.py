@@ -1,0 +1,155 @@
+"""The whole stack over real ZeroMQ (tcp loopback, real time, 30 Hz): SimRobot -> Runner (executor, safety,
+watchdog) -> PolicyClient -> PolicyServer -> PolicyRuntime. What tests/server and tests/robot_io cover with
+fakes or single requests is not repeated here."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from robot_io.client import PolicyClient
+from robot_io.executors import EXECUTION_MODES, ExecutorConfig
+from robot_io.executors.images import resize_nearest
+from robot_io.protocol import Infer
+from robot_io.runner import RunConfig, Runner, run_robot
+from tests.e2e.conftest import serve, sim_robot
+from vlash.policies.image import resize_with_pad
+from vlash.server.runtime import ChunkRequest
+
+RATE = 30.0
+PERIOD_S = 1 / RATE
+
+
+def executor_config(mode: str, **kw) -> ExecutorConfig:
+    return ExecutorConfig(mode=mode, execution_horizon=10, initial_delay=3, **kw)
+
+
+@pytest.mark.parametrize("mode", EXECUTION_MODES)
+def test_every_mode_completes_an_episode_over_loopback(server, mode):
+    camera = server.metadata.cameras[0].name
+    config = RunConfig(executor_config(mode), rate_hz=RATE, duration_s=2.0)
+    with PolicyClient(server.endpoint, timeout_s=5.0, client_name=f"e2e-{mode}") as client:
+        result = run_robot(sim_robot(camera), client, config)
+    s = result.summary
+    assert s.episodes >= 1 and s.ticks == 60
+    assert s.chunks >= 2 and s.errors == 0 and s.timeouts == 0 and s.observation_errors == 0
+    assert all(r.latency_ms is not None and r.server_ms is not None for r in result.records if r.switch_step)
+    ran = [r for r in result.records if r.switch_step is not None]
+    assert {r.mode for r in ran} == {mode, "sync"}  # each episode's first chunk is sync by design
+    if mode == "faster":  # streamed: the first needed action is final before the whole chunk
+        assert all(r.ready_ms <= r.latency_ms for r in ran)
+    assert client.counters["stale"] == 0 and client.counters["resets"] == 0
+
+
+def test_native_camera_frames_are_resized_by_the_server_as_in_training(server, runtime):
+    """The robot sends the simulator's 96x96 frame; the server's processor does the one resize (resize_with_pad,
+    antialiased): the chunk equals the runtime's on the frame resized that way beforehand."""
+    meta = server.metadata
+    size = runtime.config.vision.image_size
+    frame = np.random.default_rng(0).integers(0, 256, (96, 96, 3), dtype=np.uint8)
+    state = np.full(meta.state_dim, 0.25, np.float32)
+    infer = Infer(1, 0, time.time_ns(), "go to the goal", {meta.cameras[0].name: frame}, state, seed=7)
+    with PolicyClient(server.endpoint, timeout_s=10.0) as client:
+        served = client.infer(infer).actions
+    resized = {meta.cameras[0].name: resize_with_pad(frame, size, size, antialias=True)}
+    local = runtime.run(ChunkRequest(resized, state, "go to the goal", seed=7)).actions
+    assert np.array_equal(served, local)
+    nearest = {meta.cameras[0].name: resize_nearest(frame, size, size)}  # what the robot used to send
+    other = runtime.run(ChunkRequest(nearest, state, "go to the goal", seed=7)).actions
+    assert not np.array_equal(served, other)  # a second, different resize changes what the policy sees
+
+
+class Outage:
+    """Kills the server once the robot runs chunks, restarts it on the same endpoint once the robot holds, and
+    stops the run once chunks flow again. Driven by the runner's status callback (loop thread) and a thread."""
+
+    def __init__(self, runtime, server, runner_box: list) -> None:
+        self.runtime, self.server, self.runner_box = runtime, server, runner_box
+        self.status: dict = {}
+        self.running, self.holding = threading.Event(), threading.Event()
+        self.killed_step = self.restarted_step = None
+        self.chunks_at_restart = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, daemon=True)
+
+    def on_status(self, status: dict) -> None:  # in the control loop: cheap, never blocks
+        self.status = status
+        if status["chunks"] >= 2:
+            self.running.set()
+        if self.killed_step is not None and status["holds"] > self.holds_at_kill + 3:
+            self.holding.set()
+        if self.chunks_at_restart is not None and status["chunks"] >= self.chunks_at_restart + 3:
+            self.runner_box[0].loop.stop()
+
+    def _main(self) -> None:
+        try:
+            assert self.running.wait(20.0), "no chunks before the outage"
+            endpoint = self.server.endpoint
+            self.holds_at_kill = self.status["holds"]
+            self.server.stop()
+            self.killed_step = self.status["step"]
+            assert self.holding.wait(20.0), "the robot never held during the outage"
+            self.server = serve(self.runtime, bind=endpoint)
+            self.restarted_step = self.status["step"]
+            self.chunks_at_restart = self.status["chunks"]
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+def test_server_killed_mid_episode_robot_holds_then_resumes_after_restart(runtime):
+    server = serve(runtime)
+    endpoint = server.endpoint
+    camera = server.metadata.cameras[0].name
+    box: list = []
+    outage = Outage(runtime, server, box)
+    ex = executor_config("vlash", request_timeout_s=0.5, retry_after_s=0.1)
+    config = RunConfig(ex, rate_hz=RATE, duration_s=20.0, status_every_s=PERIOD_S)
+    client = PolicyClient(endpoint, timeout_s=0.3, client_name="e2e-outage")
+    robot = sim_robot(camera, max_steps=10_000, endless=True)  # one episode: no reset during the outage
+    robot.connect()
+    try:
+        box.append(Runner(robot, client, config, status=outage.on_status))
+        outage.thread.start()
+        result = box[0].run()
+        outage.thread.join(20.0)
+    finally:
+        client.close()
+        robot.disconnect()
+        outage.server.stop()
+    assert outage.error is None, outage.error
+    assert outage.server.endpoint == endpoint
+    held, steps, commands = result.held, result.steps, result.commands
+    after_kill = np.flatnonzero(held & (steps > outage.killed_step))
+    assert len(after_kill) > 3 and result.summary.watchdog_holds > 0
+    first = after_kill[0]
+    assert not held[first - 1] and steps[first] == steps[first - 1] + 1  # held at the very next period
+    block = np.arange(first, first + np.argmin(held[first:]))  # the contiguous hold
+    assert np.array_equal(commands[block], np.repeat(commands[first - 1 : first], len(block), axis=0))
+    gaps = np.diff(result.time_s[first - 1 : block[-1] + 2])
+    assert gaps.max() < 1.5 * PERIOD_S, gaps.max()  # ticks kept their deadlines while the server was down
+    resumed = [r for r in result.records if r.switch_step is not None and r.switch_step > outage.restarted_step]
+    assert len(resumed) >= 2 and not held[-3:].any()  # new chunks run: reconnected without intervention
+    assert client.counters["resets"] >= 1 and client.counters["handshakes"] >= 2
+
+
+def test_two_robots_share_one_server(server):
+    camera = server.metadata.cameras[0].name
+    results: dict[str, object] = {}
+
+    def drive(name: str, mode: str, seed: int) -> None:
+        config = RunConfig(executor_config(mode), rate_hz=RATE, duration_s=1.5)
+        with PolicyClient(server.endpoint, timeout_s=5.0, client_name=name) as client:
+            results[name] = run_robot(sim_robot(camera, seed=seed), client, config).summary
+
+    threads = [threading.Thread(target=drive, args=(f"arm{i}", m, i)) for i, m in enumerate(("vlash", "faster"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30.0)
+    assert set(results) == {"arm0", "arm1"}
+    for summary in results.values():
+        assert summary.chunks >= 2 and summary.errors == 0 and summary.dropped == 0
+    assert server.counters()["clients"] >= 2

@@ -1,0 +1,116 @@
+"""`vlash demo`: serve the shipped simulation policy on the CPU in a child process and drive the simulated arm
+through it over ZeroMQ at 30 Hz; print a summary and write a plot. `--inject-latency MS` compares execution
+modes (sync, vlash, faster) under a slower server, side by side.
+
+    vlash demo                                   # ~20 s, demo.png
+    vlash demo --inject-latency 150              # sync vs vlash vs faster, 20 s each
+    vlash demo --policy pi05-tiny --random-weights --duration 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from robot_io.errors import RobotIOError
+from robot_io.executors import EXECUTION_MODES
+from vlash.cli.run_cmd import status_line
+from vlash.demo.plot import plot_demo
+from vlash.demo.report import summary_table
+from vlash.demo.server_process import ServerProcess
+from vlash.demo.session import DemoConfig, run_modes
+from vlash.errors import CheckpointError, ConfigError
+from vlash.policies.shipped import shipped_policy_dir
+
+SHIPPED = "pi05-tiny-sim"
+COMPARED_MODES = ("sync", "vlash", "faster")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="serve the shipped policy and drive the simulated arm through it, with a plot")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--policy", default=None, help=f"shipped policy name (default {SHIPPED}), or a preset with "
+                     "--random-weights")  # fmt: skip
+    src.add_argument("--checkpoint", type=Path, default=None, help="policy directory")
+    p.add_argument("--random-weights", action="store_true", help="--policy names a preset: random weights")
+    p.add_argument("--task", default="reach", help="simulated task (reach, track, whack, intercept)")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per mode")
+    p.add_argument("--fps", type=float, default=30.0, help="control rate [Hz]")
+    p.add_argument("--inject-latency", type=float, default=0.0, metavar="MS", help="extra server ms per inference")
+    p.add_argument("--modes", default=None, help=f"comma-separated modes ({', '.join(EXECUTION_MODES)}); default: "
+                   f"vlash, or {','.join(COMPARED_MODES)} with --inject-latency")  # fmt: skip
+    p.add_argument("--horizon", type=int, default=20, help="s: control steps of a chunk before the next takes over")
+    p.add_argument("--seed", type=int, default=0, help="first episode seed")
+    p.add_argument("--threads", type=int, default=None, help="server torch threads (default: all cores but one)")
+    p.add_argument("--steps", type=int, default=None, help="denoise steps (default: the policy's)")
+    p.add_argument("--device", default="cpu", help="server device (cpu, cuda, auto)")
+    p.add_argument("--plot", type=Path, default=Path("demo.png"), help="PNG to write")
+
+
+def parse_modes(args: argparse.Namespace) -> list[str]:
+    if args.modes is None:
+        return list(COMPARED_MODES) if args.inject_latency > 0 else ["vlash"]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in modes if m not in EXECUTION_MODES]
+    if bad or not modes:
+        raise ConfigError(f"--modes: {bad or 'none given'}; choose from {', '.join(EXECUTION_MODES)}")
+    return modes
+
+
+def serve_args(args: argparse.Namespace) -> list[str]:
+    """`vlash serve` arguments for the child process (the policy is resolved here, for a clear error)."""
+    if args.random_weights:
+        if args.policy is None:
+            raise ConfigError("--random-weights needs --policy PRESET (e.g. pi05-tiny)")
+        source = ["--policy", args.policy, "--random-weights"]
+    elif args.checkpoint is not None:
+        if not args.checkpoint.is_dir():
+            raise ConfigError(f"--checkpoint {str(args.checkpoint)!r} is not a directory")
+        source = ["--checkpoint", str(args.checkpoint)]
+    else:
+        try:
+            source = ["--checkpoint", str(shipped_policy_dir(args.policy or SHIPPED))]
+        except CheckpointError as exc:
+            raise CheckpointError(
+                f"{exc}. Train it (README: vlash train), or try `vlash demo --policy pi05-tiny --random-weights` "
+                "(random weights: the arm moves, without purpose) or --checkpoint DIR"
+            ) from None
+    threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
+    extra = ["--steps", str(args.steps)] if args.steps else []
+    return [*source, "--device", args.device, "--threads", str(threads), "--inject-latency",
+            str(args.inject_latency), *extra]  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    modes = parse_modes(args)
+    try:
+        config = DemoConfig(task=args.task, seed=args.seed, rate_hz=args.fps, duration_s=args.duration,
+                            execution_horizon=args.horizon)  # fmt: skip
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    console = Console()
+    server_args = serve_args(args)
+    console.print(f"vlash demo: starting the policy server ({' '.join(server_args[:2])}) ...", soft_wrap=True)
+    with ServerProcess(server_args) as server:
+        endpoint = server.start()
+        console.print(server.banner, soft_wrap=True)
+        console.print(f"driving sim:{args.task} at {args.fps:g} Hz, {args.duration:g} s per mode: {', '.join(modes)}")
+        try:
+            with Live(Text("connecting..."), console=console, transient=True, refresh_per_second=8) as live:
+
+                def show(mode: str, status: dict) -> None:
+                    live.update(Text(f"{mode:>6}  ") + status_line(status))
+
+                results = run_modes(endpoint, modes, config, show)
+        except RobotIOError as exc:
+            raise ConfigError(f"{type(exc).__name__}: {exc}") from None
+    latency = f", +{args.inject_latency:g} ms injected" if args.inject_latency else ""
+    title = f"vlash demo: sim:{args.task} at {args.fps:g} Hz{latency}"
+    console.print(summary_table(results, title))
+    console.print(f"wrote {plot_demo(results, args.plot, title)}")
+    return 0

@@ -1,0 +1,57 @@
+"""Drive the simulated arm through a policy server once per execution mode (same task seeds each time)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from robot_io.client import PolicyClient
+from robot_io.executors import ExecutorConfig
+from robot_io.robots import SimRobot
+from robot_io.runner import RunConfig, RunResult, run_robot
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """One demo run per mode; everything else is shared."""
+
+    task: str = "reach"  # simulated task
+    seed: int = 0  # first episode seed (every mode sees the same episodes)
+    rate_hz: float = 30.0  # control rate
+    duration_s: float = 20.0  # per mode
+    execution_horizon: int = 20  # s: control steps of a chunk before the next one takes over
+    initial_delay: int = 3  # d0 until latencies are measured
+    timeout_s: float = 5.0  # client handshake / reply timeout
+
+    def __post_init__(self) -> None:
+        if not self.duration_s > 0:
+            raise ValueError(f"DemoConfig.duration_s must be > 0, got {self.duration_s}")
+        if not self.rate_hz > 0:
+            raise ValueError(f"DemoConfig.rate_hz must be > 0, got {self.rate_hz}")
+
+
+def run_mode(
+    endpoint: str, mode: str, config: DemoConfig, status: Callable[[dict[str, Any]], None] | None = None
+) -> RunResult:
+    """One run of `mode` with a fresh client and a fresh simulated robot named after the policy's camera."""
+    executor = ExecutorConfig(mode=mode, execution_horizon=config.execution_horizon, initial_delay=config.initial_delay)
+    run_config = RunConfig(executor, rate_hz=config.rate_hz, duration_s=config.duration_s)
+    with PolicyClient(endpoint, timeout_s=config.timeout_s, client_name=f"vlash-demo:{mode}") as client:
+        cameras = client.connect().cameras
+        camera = cameras[0].name if len(cameras) == 1 else "image"
+        robot = SimRobot(config.task, seed=config.seed, camera=camera)
+        return run_robot(robot, client, run_config, status=status)
+
+
+def run_modes(
+    endpoint: str,
+    modes: Sequence[str],
+    config: DemoConfig,
+    status: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, RunResult]:
+    """`run_mode` for each mode in turn."""
+    results = {}
+    for mode in modes:
+        results[mode] = run_mode(endpoint, mode, config, None if status is None else lambda s, m=mode: status(m, s))
+    return results
