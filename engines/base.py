@@ -86,3 +86,5 @@ def create_engine(name: str, **kwargs: Any) -> Engine:
 
 
 declare_backend("torch", "engines.torch_engine", extra="dev")
+declare_backend("onnxruntime", "engines.onnx_engine", extra="onnx")
+declare_backend("tensorrt", "engines.tensorrt_engine", extra="trt")

@@ -3,20 +3,30 @@
 Every run: synchronize, clock, prefill, then the flow sampler streaming final actions. TTFA is the
 time from the observation entering prefill to the first final action (after one step with the
 horizon-aware schedule, after all N with the constant one). Medians and p99 over `iters` runs after
-`warmup` untimed runs; warm-up time is reported separately.
+`warmup` untimed runs; warm-up time is reported separately. With a device profile every metric also gets its
+roofline floor (vlash.devices.roofline) and measured / floor. Peak memory: CUDA allocator peak on a GPU, the
+process's peak resident set on the CPU.
 """
 
 from __future__ import annotations
 
+import resource
 import statistics
+import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from engines import create_engine
 from engines.base import Engine
+from vlash.devices import DeviceProfile, model_floors
 from vlash.errors import ConfigError
+from vlash.policies.checkpoint import build_random
+from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
 from vlash.sampling import FlowSampler, SamplerConfig
 
@@ -45,20 +55,85 @@ class BenchReport:
     engine: dict
     warmup_s: float
     samples: dict[str, list[float]] = field(default_factory=dict)  # metric -> per-run values (ms)
+    peak_memory_mb: float = 0.0  # CUDA allocator peak (GPU) or process peak RSS (CPU), MiB
+    floors_ms: dict[str, float] = field(default_factory=dict)  # metric -> roofline floor (with a profile)
+    profile: str = ""  # device profile the floors come from
 
     def summary(self) -> dict[str, dict[str, float]]:
-        return {
-            m: {"median": statistics.median(v), "p99": float(np.percentile(v, 99)), "n": len(v)}
-            for m, v in self.samples.items()
-        }
+        rows = {}
+        for m, v in self.samples.items():
+            row = {"median": statistics.median(v), "p99": float(np.percentile(v, 99)), "n": len(v)}
+            if m in self.floors_ms:
+                row["floor"] = self.floors_ms[m]
+                row["vs_floor"] = row["median"] / self.floors_ms[m]
+            rows[m] = row
+        return rows
 
     def to_dict(self) -> dict:
         return {
             "settings": asdict(self.settings),
             "engine": self.engine,
             "warmup_s": self.warmup_s,
+            "peak_memory_mb": self.peak_memory_mb,
+            "profile": self.profile,
             "summary": self.summary(),
         }
+
+
+def roofline_ms(
+    config: Pi05Config, profile: DeviceProfile, precision: str, settings: BenchSettings
+) -> dict[str, float]:
+    """Floors of the four metrics: TTFA = prefill + 1 step (horizon-aware) or + all steps (constant)."""
+    floors = model_floors(config, profile, precision, batch=settings.batch)
+    prefill, step = floors["prefill"].seconds * 1e3, floors["step"].seconds * 1e3
+    first = 1 if settings.schedule == "horizon-aware" else settings.steps
+    return {
+        "prefill_ms": prefill,
+        "step_ms": step,
+        "ttfa_ms": prefill + first * step,
+        "chunk_ms": prefill + settings.steps * step,
+    }
+
+
+def roofline_precision(described: dict) -> str:
+    """The precision whose byte size the weights have: a quantization scheme's ("onnx-int8-static" -> int8)
+    over the engine's dtype."""
+    scheme = str(described.get("quant") or "")
+    for name in ("int8", "int4", "fp8", "nvfp4"):
+        if name in scheme:
+            return name
+    return str(described.get("dtype", "fp32"))
+
+
+def _peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10
+
+
+def make_engine(
+    config: Pi05Config,
+    engine: str,
+    precision: str,
+    device: torch.device,
+    profile: DeviceProfile | None = None,
+    compile_mode: str | None = None,
+    cuda_graphs: bool = False,
+    threads: int | None = None,
+    artifact: str | Path | None = None,
+    workdir: str | Path | None = None,
+) -> Engine:
+    """An engine over random weights of `config`; artifact engines export to `workdir` unless given `artifact`."""
+    if engine == "torch":
+        model = build_random(config, dtype=precision, device=device)
+        return create_engine("torch", model=model, compile_mode=compile_mode, cuda_graphs=cuda_graphs)
+    if artifact is None:
+        from engines.onnx_export import export_onnx
+
+        artifact = Path(workdir or tempfile.mkdtemp(prefix="vlash-bench-")) / f"{config.name}-{precision}"
+        export_onnx(build_random(config), artifact, precision=precision)
+    return create_engine(engine, artifact=artifact, profile=profile, threads=threads)
 
 
 def _one_run(engine: Engine, sampler: FlowSampler, settings: BenchSettings, seed: int) -> dict[str, list[float]]:
@@ -85,20 +160,29 @@ def _one_run(engine: Engine, sampler: FlowSampler, settings: BenchSettings, seed
 
 
 @torch.no_grad()
-def run_bench(engine: Engine, settings: BenchSettings, progress=None) -> BenchReport:
-    """Time `engine` end to end; `progress(i, total)` is called after every run if given."""
+def run_bench(
+    engine: Engine, settings: BenchSettings, progress=None, profile: DeviceProfile | None = None
+) -> BenchReport:
+    """Time `engine` end to end; `progress(i, total)` is called after every run if given; with `profile` the
+    report carries the roofline floor of each metric at the engine's precision."""
     sampler = FlowSampler(SamplerConfig(num_steps=settings.steps, schedule=settings.schedule))
     total = settings.warmup + settings.iters
+    if engine.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(engine.device)
     t0 = time.perf_counter()
     for i in range(settings.warmup):
         _one_run(engine, sampler, settings, seed=i)
         if progress:
             progress(i + 1, total)
     report = BenchReport(settings, engine.describe(), warmup_s=time.perf_counter() - t0)
+    if profile is not None:
+        report.profile = profile.name
+        report.floors_ms = roofline_ms(engine.config, profile, roofline_precision(report.engine), settings)
     report.samples = {m: [] for m in METRICS}
     for i in range(settings.iters):
         for metric, values in _one_run(engine, sampler, settings, seed=settings.warmup + i).items():
             report.samples[metric].extend(values)
         if progress:
             progress(settings.warmup + i + 1, total)
+    report.peak_memory_mb = _peak_memory_mb(engine.device)
     return report

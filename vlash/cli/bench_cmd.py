@@ -1,19 +1,26 @@
-"""`vlash bench --policy NAME`: prefill / step / TTFA / chunk latency (median, p99) of random weights."""
+"""`vlash bench --policy NAME`: prefill / step / TTFA / chunk latency (median, p99) of random weights, per
+engine and precision, with the roofline floor of a device profile beside each measurement.
+
+`--device` takes a torch device (cpu, cuda, cuda:N, auto) or a device profile (configs/devices/: cpu, rtx-4090,
+h100, jetson-orin, jetson-thor, ..., or `jetson` to detect Orin / Thor); a profile sets the default engine,
+precision, threads and CUDA graphs, and the floor. On a plain cpu device the `cpu` profile gives the floor."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import torch
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from engines import create_engine
-from vlash.bench import BenchReport, BenchSettings, run_bench
+from engines import available_engines
+from vlash.bench import BenchReport, BenchSettings, make_engine, run_bench
+from vlash.devices import DeviceProfile, is_profile_name, load_profile
 from vlash.errors import ConfigError
-from vlash.policies.checkpoint import DTYPES, build_random
+from vlash.policies.checkpoint import DTYPES
 from vlash.policies.pi05 import available_presets, load_preset
 
 
@@ -22,8 +29,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", required=True, help=f"preset name or YAML path ({', '.join(available_presets())})")
     p.add_argument("--schedule", choices=("constant", "horizon-aware"), default="constant")
     p.add_argument("--steps", type=int, default=None, help="Euler steps (default: the policy's, 10 for pi05)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available)")
-    p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="default: bf16 on cuda, fp32 on cpu")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, auto, or a device profile / jetson")
+    p.add_argument("--engine", choices=available_engines(), default=None, help="default: the profile's, else torch")
+    p.add_argument(
+        "--precision",
+        "--dtype",
+        dest="dtype",
+        choices=sorted(DTYPES),
+        default=None,
+        help="default: the profile's, else bf16 on cuda, fp32 on cpu",
+    )
+    p.add_argument("--artifact", type=Path, default=None, help="exported artifact (default: export random weights)")
+    p.add_argument("--cuda-graphs", action="store_true", default=None, help="capture the torch denoise step")
     p.add_argument("--cameras", type=int, default=None, help="number of cameras (default: the policy's)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--iters", type=int, default=20, help="timed runs")
@@ -39,6 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _device(name: str) -> torch.device:
+    if is_profile_name(name):
+        return torch.device(load_profile(name).device)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
@@ -52,25 +71,39 @@ def _config(args: argparse.Namespace):
     return config if args.cameras is None else config.with_cameras(args.cameras)
 
 
+def _profile(name: str, device: torch.device) -> DeviceProfile | None:
+    if is_profile_name(name):
+        return load_profile(name)
+    return load_profile("cpu") if device.type == "cpu" else None  # no floor for an unnamed GPU
+
+
 def print_report(report: BenchReport, console: Console) -> None:
     s, e = report.settings, report.engine
     console.print(
         f"[bold]{e['policy']}[/] engine={e['engine']} device={e['device']} dtype={e['dtype']} "
         f"compile={e['compile']} threads={e['threads']} schedule={s.schedule} steps={s.steps} "
-        f"batch={s.batch} runs={s.iters} (warm-up {report.warmup_s:.1f} s)"
+        f"batch={s.batch} runs={s.iters} (warm-up {report.warmup_s:.1f} s) "
+        f"peak memory {report.peak_memory_mb:.0f} MiB profile={report.profile or '-'}"
     )
-    table = Table("metric", "median ms", "p99 ms", "samples")
+    table = Table("metric", "median ms", "p99 ms", "floor ms", "measured / floor", "samples")
     for metric, row in report.summary().items():
-        table.add_row(metric, f"{row['median']:.2f}", f"{row['p99']:.2f}", str(row["n"]))
+        floor = f"{row['floor']:.3f}" if "floor" in row else "-"
+        ratio = f"{row['vs_floor']:.1f}x" if "vs_floor" in row else "-"
+        table.add_row(metric, f"{row['median']:.2f}", f"{row['p99']:.2f}", floor, ratio, str(row["n"]))
     console.print(table)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
     device = _device(args.device)
+    profile = _profile(args.device, device)
+    named = profile if is_profile_name(args.device) else None  # only a named profile sets defaults
+    threads = args.threads or (named.threads if named else None) or None
+    if threads:
+        torch.set_num_threads(threads)
     config = _config(args)
-    dtype = args.dtype or ("bf16" if device.type == "cuda" else "fp32")
+    engine_name = args.engine or (named.engine if named else "torch")
+    dtype = args.dtype or (named.precision if named else ("bf16" if device.type == "cuda" else "fp32"))
+    cuda_graphs = args.cuda_graphs if args.cuda_graphs is not None else bool(named and named.cuda_graphs)
     settings = BenchSettings(
         schedule=args.schedule,
         steps=args.steps or config.num_steps,
@@ -79,13 +112,21 @@ def run(args: argparse.Namespace) -> int:
         batch=args.batch,
     )
     console = Console(stderr=args.json)
-    with console.status(f"building {config.name} ({dtype}) on {device}"):
-        engine = create_engine(
-            "torch", model=build_random(config, dtype=dtype, device=device), compile_mode=args.compile
+    with console.status(f"building {config.name} ({engine_name}, {dtype}) on {device}"):
+        engine = make_engine(
+            config,
+            engine_name,
+            dtype,
+            device,
+            profile=named,
+            compile_mode=args.compile,
+            cuda_graphs=cuda_graphs and engine_name == "torch",
+            threads=threads,
+            artifact=args.artifact,
         )
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("benchmark", total=settings.warmup + settings.iters)
-        report = run_bench(engine, settings, progress=lambda i, n: bar.update(task, completed=i))
+        report = run_bench(engine, settings, progress=lambda i, n: bar.update(task, completed=i), profile=profile)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 
 from engines import create_engine
+from engines.artifact import POLICY_DIR, ArtifactManifest, is_artifact
+from vlash.devices import DeviceProfile, is_profile_name, load_profile
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import resolve_dtype
 from vlash.policies.policy_dir import LoadedPolicy, load_policy
@@ -29,6 +31,8 @@ class LoadedRuntime:
 
 
 def resolve_device(name: str) -> torch.device:
+    if is_profile_name(name):  # a device profile (configs/devices/): its torch device
+        return torch.device(load_profile(name).device)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
@@ -47,9 +51,12 @@ def load_runtime(
     num_steps: int | None = None,
     schedule: str = "constant",
 ) -> LoadedRuntime:
-    """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory)."""
+    """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory).
+    Engines other than torch run an exported artifact (`vlash export`): `checkpoint` is its directory."""
     if (policy is None) == (checkpoint is None):
         raise ConfigError("give exactly one of --policy NAME and --checkpoint DIR")
+    if engine != "torch":
+        return _load_artifact(checkpoint, engine, device, num_steps, schedule)
     if random_weights and policy is None:
         raise ConfigError("--random-weights needs --policy PRESET (e.g. pi05-tiny), not --checkpoint")
     dev = resolve_device(device)
@@ -67,6 +74,25 @@ def load_runtime(
     runtime = PolicyRuntime(loaded, create_engine(engine, model=loaded.model), num_steps=num_steps, schedule=schedule)
     params = sum(p.numel() for p in loaded.model.parameters())
     return LoadedRuntime(runtime, model_id, precision, params, load_s)
+
+
+def _load_artifact(
+    artifact: str | Path | None, engine: str, device: str, num_steps: int | None, schedule: str
+) -> LoadedRuntime:
+    if artifact is None or not is_artifact(artifact):
+        raise ConfigError(
+            f"--engine {engine} serves an exported artifact: `vlash export ... --engine {engine} --out DIR`, "
+            f"then `vlash serve --checkpoint DIR --engine {engine}` (got {artifact or 'a --policy name'})"
+        )
+    manifest = ArtifactManifest.load(artifact)
+    profile: DeviceProfile | None = load_profile(device) if is_profile_name(device) else None
+    start = time.perf_counter()
+    loaded = load_policy(Path(artifact) / POLICY_DIR)  # processor + config (the graphs hold the weights)
+    built = create_engine(engine, artifact=artifact, profile=profile)
+    load_s = time.perf_counter() - start
+    runtime = PolicyRuntime(loaded, built, num_steps=num_steps, schedule=schedule)
+    params = sum(p.numel() for p in loaded.model.parameters())
+    return LoadedRuntime(runtime, manifest.policy, manifest.precision, params, load_s)
 
 
 def example_request(runtime: PolicyRuntime, seed: int = 0) -> ChunkRequest:

@@ -6,6 +6,9 @@ dtype; masked logits get a large finite negative (not -inf) so fully masked rows
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -72,11 +75,40 @@ def attention_bias(allowed: Tensor, dtype: torch.dtype) -> Tensor:
     return bias.masked_fill_(~allowed, masked)[:, None]
 
 
+_EXPLICIT_ATTENTION = False  # set only inside `explicit_attention()` (ONNX export)
+
+
+@contextmanager
+def explicit_attention() -> Iterator[None]:
+    """Within this block `attend` uses matmul + softmax instead of SDPA(enable_gqa=...), which the ONNX
+    exporters cannot trace. Same numerics up to fp rounding; used only while exporting graphs."""
+    global _EXPLICIT_ATTENTION
+    previous, _EXPLICIT_ATTENTION = _EXPLICIT_ATTENTION, True
+    try:
+        yield
+    finally:
+        _EXPLICIT_ATTENTION = previous
+
+
 def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
     """Multi-query attention. q [B, N, S, hd] (already scaled), k/v [B, K, T, hd] -> [B, S, N*hd]."""
     batch, heads, seq, head_dim = q.shape
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0, enable_gqa=k.shape[1] != heads)
+    if _EXPLICIT_ATTENTION:
+        out = _attend_grouped_matmul(q, k, v, bias)
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0, enable_gqa=k.shape[1] != heads)
     return out.transpose(1, 2).reshape(batch, seq, heads * head_dim)
+
+
+def _attend_grouped_matmul(q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+    """SDPA with grouped K/V spelled out: the G query heads of a K/V head share one matmul (no K/V copy)."""
+    batch, heads, seq, head_dim = q.shape
+    kv_heads, keys = k.shape[1], k.shape[2]
+    groups = heads // kv_heads
+    logits = (q.reshape(batch, kv_heads, groups * seq, head_dim) @ k.transpose(-1, -2)).float()
+    logits = logits.view(batch, kv_heads, groups, seq, keys) + bias.float()[:, :, None]
+    weights = logits.softmax(dim=-1).to(v.dtype).view(batch, kv_heads, groups * seq, keys)
+    return (weights @ v).view(batch, heads, seq, head_dim)
 
 
 def allowed_from_ar(valid: Tensor, ar: Tensor) -> Tensor:

@@ -1,0 +1,82 @@
+"""`vlash export`: a policy -> a complete engine artifact directory, written atomically.
+
+The directory holds the policy itself (`policy/`, for the server's pre/post-processing), the ONNX graphs and
+the manifest; for `--engine tensorrt` the TensorRT builder (`engines.tensorrt_build.build_plans`) then adds
+its engine files next to the ONNX graphs and records them in the manifest.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from pathlib import Path
+
+from engines.artifact import POLICY_DIR, ArtifactManifest
+from engines.onnx_export import Progress, export_onnx
+from vlash.atomic import staged_directory
+from vlash.errors import ConfigError, EngineUnavailable
+from vlash.policies.pi05 import load_preset
+from vlash.policies.policy_dir import load_policy
+from vlash.server.random_policy import write_random_policy
+
+EXPORT_ENGINES = ("onnxruntime", "tensorrt")
+TENSORRT_BUILDER = "engines.tensorrt_build"  # build_plans(directory, manifest, precision, progress)
+
+
+def _tensorrt_builder():
+    try:
+        module = importlib.import_module(TENSORRT_BUILDER)
+    except ImportError as exc:
+        raise EngineUnavailable(
+            f"--engine tensorrt is not available here ({exc}); install TensorRT (`pip install vlash[trt]`) "
+            "on the target device, or export --engine onnxruntime"
+        ) from exc
+    return module.build_plans
+
+
+def _copy_policy(source: Path, target: Path) -> None:
+    """A vlash policy directory, as is (LeRobot directories are read and re-saved by the caller)."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*"))
+
+
+def export_artifact(
+    out: str | Path,
+    engine: str = "onnxruntime",
+    precision: str = "fp32",
+    checkpoint: str | Path | None = None,
+    preset: str | None = None,
+    batch: int = 1,
+    model_id: str = "",
+    progress: Progress | None = None,
+) -> ArtifactManifest:
+    """Export a policy directory (`checkpoint`) or a preset with random weights (`preset`) to `out`."""
+    if engine not in EXPORT_ENGINES:
+        raise ConfigError(f"export engine must be one of {EXPORT_ENGINES}, got {engine!r}")
+    if (checkpoint is None) == (preset is None):
+        raise ConfigError("export needs exactly one of a policy directory and a preset (random weights)")
+    build_plans = _tensorrt_builder() if engine == "tensorrt" else None  # fail before any work
+    report = progress or (lambda fraction, label: None)
+    with staged_directory(out) as staging:
+        report(0.0, "copying the policy")
+        policy_dir = staging / POLICY_DIR
+        if preset is not None:
+            load_preset(preset)  # ConfigError naming the presets
+            write_random_policy(policy_dir, preset)
+        elif (Path(checkpoint) / "config.yaml").is_file():
+            _copy_policy(Path(checkpoint), policy_dir)
+        else:
+            raise ConfigError(f"{checkpoint}: not a vlash policy directory (no config.yaml)")
+        model = load_policy(policy_dir).model
+        manifest = export_onnx(
+            model,
+            staging,
+            precision=precision if engine == "onnxruntime" else "fp32",  # TensorRT lowers precision itself
+            batch=batch,
+            progress=lambda f, label: report(0.05 + 0.75 * f if build_plans else 0.05 + 0.95 * f, label),
+            policy=model_id or (preset or Path(checkpoint).resolve().name),
+        )
+        if build_plans is not None:
+            build_plans(staging, manifest, precision, lambda f, label: report(0.8 + 0.2 * f, label))
+            manifest.save(staging)
+        report(1.0, "done")
+    return manifest

@@ -1,0 +1,170 @@
+"""TensorRT engine builds from an exported artifact's ONNX graphs (`vlash export --engine tensorrt`).
+
+Works with `tensorrt` (JetPack, x86 TensorRT 10) and `tensorrt_rtx` (RTX GPUs; builds ahead of time on a
+machine without a GPU for a chosen compute capability). Precision:
+    fp32 / fp16 / bf16  classic TensorRT: builder flags on the fp32 graph. TensorRT-RTX networks are strongly
+                        typed, so fp16 there builds from an fp16 ONNX export; bf16 needs classic TensorRT.
+    int8 / fp8          explicit quantization: QDQ graphs from quant.onnx_quant, calibrated on simulated frames
+                        rendered by robot_io.sim with the policy's prompts (never random data).
+Plans are cached (engines.tensorrt_cache) by model hash, precision, TensorRT version and GPU / target.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from engines.artifact import POLICY_DIR, ArtifactManifest
+from engines.tensorrt_cache import EngineCache, cache_key, target_name
+from vlash.errors import ConfigError, EngineUnavailable
+
+log = logging.getLogger(__name__)
+PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "int8")
+GRAPHS = ("prefill", "denoise")
+Progress = Callable[[float, str], None]
+
+
+def import_tensorrt() -> ModuleType:
+    """`tensorrt` if installed, else `tensorrt_rtx`; EngineUnavailable naming both installs otherwise."""
+    for name in ("tensorrt", "tensorrt_rtx"):
+        try:
+            return __import__(name)
+        except ImportError:
+            continue
+    raise EngineUnavailable(
+        "TensorRT is not installed: `pip install vlash[trt]` (TensorRT-RTX, RTX GPUs) or use JetPack's / "
+        "NVIDIA's `tensorrt` package (Jetson, data-center GPUs)"
+    )
+
+
+def is_rtx(trt: ModuleType) -> bool:
+    return trt.__name__ == "tensorrt_rtx"
+
+
+def check_precision(trt: ModuleType, precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ConfigError(f"TensorRT precision must be one of {PRECISIONS}, got {precision!r}")
+    if is_rtx(trt) and precision == "bf16":
+        raise ConfigError("bf16 needs classic TensorRT (builder flag); TensorRT-RTX builds fp16, fp8 or int8 here")
+
+
+def configure(trt: ModuleType, builder, precision: str, compute_capability: str | None, workspace_gb: float):
+    """Builder config: memory pool, precision flags (classic TRT only), ahead-of-time target (RTX only)."""
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_gb * (1 << 30)))
+    if not is_rtx(trt):
+        flags = {"fp16": ["FP16"], "bf16": ["BF16"], "int8": ["INT8", "FP16"], "fp8": ["FP8", "FP16"]}
+        for flag in flags.get(precision, []):
+            if hasattr(trt.BuilderFlag, flag):  # explicit QDQ needs no INT8 calibrator; the flags allow the kernels
+                config.set_flag(getattr(trt.BuilderFlag, flag))
+    if compute_capability is not None:
+        if not hasattr(config, "set_compute_capability"):
+            raise ConfigError("ahead-of-time compute capability targets need tensorrt_rtx (`pip install vlash[trt]`)")
+        try:
+            target = getattr(trt.ComputeCapability, compute_capability.upper())
+        except AttributeError:
+            known = [m for m in trt.ComputeCapability.__members__ if m.startswith("SM")]
+            raise ConfigError(
+                f"compute capability {compute_capability!r} unknown to TensorRT-RTX; known: {known}"
+            ) from None
+        config.num_compute_capabilities = 1
+        config.set_compute_capability(target, 0)
+    return config
+
+
+def build_engine(
+    onnx_path: str | Path, precision: str, compute_capability: str | None = None, workspace_gb: float = 4.0
+) -> bytes:
+    """Parse one ONNX graph and build a serialized engine (plan)."""
+    trt = import_tensorrt()
+    check_precision(trt, precision)
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)  # QDQ graphs keep their Q/DQ precisions; flags choose the rest
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse_from_file(str(onnx_path)):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise EngineUnavailable(f"TensorRT cannot parse {onnx_path}: {errors}")
+    config = configure(trt, builder, precision, compute_capability, workspace_gb)
+    plan = builder.build_serialized_network(network, config)
+    if plan is None:
+        raise EngineUnavailable(f"TensorRT failed to build {onnx_path} at {precision} (see the TensorRT log above)")
+    return bytes(plan)
+
+
+def graph_sources(
+    directory: Path, manifest: ArtifactManifest, precision: str, trt: ModuleType, calibration: Any = None
+) -> dict[str, Path]:
+    """The ONNX graph each plan is built from: the export itself, an fp16 re-export (RTX), or QDQ graphs."""
+    directory = Path(directory)
+    if precision in ("int8", "fp8") or (precision == "fp16" and is_rtx(trt)):
+        target = directory / f"onnx_{precision}"
+        if not all((target / manifest.onnx[g]).is_file() for g in GRAPHS):
+            write_precision_graphs(directory, manifest, precision, target, calibration)
+        return {g: target / manifest.onnx[g] for g in GRAPHS}
+    return {g: directory / manifest.onnx[g] for g in GRAPHS}
+
+
+def write_precision_graphs(
+    directory: Path, manifest: ArtifactManifest, precision: str, target: Path, calibration: Any = None
+) -> None:
+    """fp16: re-export the policy at fp16; int8 / fp8: QDQ graphs calibrated on simulated frames
+    (`calibration`: a quant.calibration.FrameSpec; None = 32 frames of the policy's training tasks)."""
+    from engines.onnx_export import export_onnx
+    from vlash.policies.policy_dir import load_policy
+
+    policy = load_policy(directory / POLICY_DIR)
+    target.mkdir(parents=True, exist_ok=True)
+    if precision == "fp16":
+        export_onnx(policy.model, target, precision="fp16", batch=manifest.batch, policy=manifest.policy)
+        (target / "manifest.json").unlink(missing_ok=True)
+        return
+    from quant.onnx_artifact import default_calibration
+    from quant.onnx_quant import calibration_feeds, quantize_static
+
+    spec = calibration or default_calibration(policy.metadata)
+    feeds = calibration_feeds(policy, spec)
+    for graph in GRAPHS:
+        source, out = directory / manifest.onnx[graph], target / manifest.onnx[graph]
+        quantize_static(source, out, graph, feeds[graph], fp8=precision == "fp8")
+    manifest.notes["calibration"] = spec.describe()
+
+
+def build_plans(
+    directory: str | Path,
+    manifest: ArtifactManifest,
+    precision: str,
+    progress: Progress | None = None,
+    compute_capability: str | None = None,
+    cache: EngineCache | None = None,
+    calibration: Any = None,
+) -> None:
+    """Build prefill.plan and denoise.plan next to the ONNX graphs; updates `manifest` (the caller saves it)."""
+    trt = import_tensorrt()
+    check_precision(trt, precision)
+    report = progress or (lambda fraction, label: None)
+    cache = cache or EngineCache()
+    directory = Path(directory)
+    report(0.0, f"preparing {precision} graphs")
+    sources = graph_sources(directory, manifest, precision, trt, calibration)
+    keys = {}
+    for i, graph in enumerate(GRAPHS):
+        report(0.2 + 0.4 * i, f"building the {graph} engine ({precision})")
+        key = cache_key(sources[graph], precision, trt.__version__, target_name(compute_capability))
+        plan = cache.get_or_build(key, lambda g=graph: build_engine(sources[g], precision, compute_capability))
+        (directory / f"{graph}.plan").write_bytes(plan)
+        keys[graph] = key
+    manifest.engine = "tensorrt"
+    manifest.precision = precision
+    manifest.files = {g: f"{g}.plan" for g in GRAPHS}
+    manifest.notes["tensorrt"] = {
+        "module": trt.__name__,
+        "version": trt.__version__,
+        "target": target_name(compute_capability),
+        "sources": {g: str(sources[g].relative_to(directory)) for g in GRAPHS},
+        "cache_keys": keys,
+    }
+    report(1.0, "engines built")

@@ -1,0 +1,71 @@
+"""TensorRT builds of the exported graphs, ahead of time for SM89 with tensorrt-rtx (no GPU needed), and the
+engine on a GPU."""
+
+import pytest
+
+from engines.artifact import ArtifactManifest
+
+
+@pytest.fixture(scope="module")
+def trt():
+    return pytest.importorskip("tensorrt_rtx")
+
+
+@pytest.mark.trt
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_build_plans_ahead_of_time_for_sm89(trt, onnx_artifact, tmp_path, precision):
+    import shutil
+
+    from engines.tensorrt_build import build_plans
+    from engines.tensorrt_cache import EngineCache
+    from quant.calibration import FrameSpec
+
+    artifact = tmp_path / "artifact"
+    shutil.copytree(onnx_artifact, artifact)
+    manifest = ArtifactManifest.load(artifact)
+    cache = EngineCache(tmp_path / "cache")
+    calibration = FrameSpec(tasks=("reach",), episodes=1, frames_per_episode=2)  # small: a build test
+    build_plans(artifact, manifest, precision, compute_capability="SM89", cache=cache, calibration=calibration)
+    assert manifest.engine == "tensorrt" and manifest.files == {"prefill": "prefill.plan", "denoise": "denoise.plan"}
+    assert all((artifact / name).stat().st_size > 0 for name in manifest.files.values())
+    assert manifest.notes["tensorrt"]["target"] == "aot-sm89"
+    assert len(list(cache.directory.glob("*.plan"))) == 2
+    if precision == "int8":  # QDQ graphs calibrated on simulated frames, not random data
+        assert manifest.notes["calibration"]["source"] == "robot_io.sim"
+
+
+def test_unknown_compute_capability_is_a_config_error(trt, onnx_artifact):
+    from engines.tensorrt_build import build_engine
+    from vlash.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="SM90"):
+        build_engine(onnx_artifact / "denoise.onnx", "fp32", compute_capability="SM90")
+
+
+@pytest.mark.gpu
+@pytest.mark.trt
+def test_tensorrt_engine_matches_torch(onnx_artifact, tiny_model, tmp_path):
+    import shutil
+
+    import torch
+
+    from engines import create_engine
+    from engines.tensorrt_build import build_plans
+    from vlash.policies.pi05.examples import random_inputs
+
+    artifact = tmp_path / "artifact"
+    shutil.copytree(onnx_artifact, artifact)
+    manifest = ArtifactManifest.load(artifact)
+    build_plans(artifact, manifest, "fp32")
+    manifest.save(artifact)
+    engine = create_engine("tensorrt", artifact=artifact)
+    inputs = random_inputs(engine.config, device="cuda")
+    model = tiny_model.to("cuda")
+    x = torch.randn(1, engine.config.action_horizon, engine.config.action_dim, device="cuda")
+    tau = torch.full((1, engine.config.action_horizon), 0.7, device="cuda")
+    with torch.no_grad():
+        ref = model.denoise_step(x, tau, model.prefill(inputs))
+        for _ in range(3):  # the first call captures the CUDA graph, later ones replay it
+            got = engine.denoise_step(x, tau, engine.prefill(inputs))
+    torch.testing.assert_close(got, ref.float(), rtol=1e-3, atol=1e-3)

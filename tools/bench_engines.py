@@ -1,0 +1,122 @@
+"""Engines x precisions on one device: prefill / step / TTFA / chunk (p50 / p99), peak memory, and the
+roofline floor of the device profile beside each median. Prints one markdown table.
+
+    python tools/bench_engines.py --policies pi05-tiny pi05-small --threads 2 --iters 20
+    python tools/bench_engines.py --profile rtx-4090 --variants torch-bf16 torch-bf16-graphs onnxruntime-fp16
+
+A variant is a name -> `Variant(engine, precision, options)` entry in VARIANTS; to add one (e.g. a quantized
+artifact) append an entry whose `build(config, profile, workdir, threads)` returns an Engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import platform
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from engines.base import Engine
+from quant import bench_variants
+from vlash.bench import BenchSettings, make_engine, run_bench
+from vlash.devices import DeviceProfile, load_profile, model_floors
+from vlash.policies.pi05 import load_preset
+from vlash.policies.pi05.config import Pi05Config
+
+Builder = Callable[[Pi05Config, DeviceProfile, Path, int | None], Engine]
+METRICS = ("prefill_ms", "step_ms", "ttfa_ms", "chunk_ms")
+
+
+@dataclass(frozen=True)
+class Variant:
+    engine: str  # engine name (the table's column)
+    precision: str  # weights/activations precision
+    options: dict = field(default_factory=dict)  # extra make_engine keywords (compile_mode, cuda_graphs)
+    build: Builder | None = None  # custom builder; default: vlash.bench.make_engine on random weights
+
+    def make(self, config: Pi05Config, profile: DeviceProfile, workdir: Path, threads: int | None) -> Engine:
+        if self.build is not None:
+            return self.build(config, profile, workdir, threads)
+        device = torch.device(profile.device)
+        return make_engine(
+            config, self.engine, self.precision, device, profile, threads=threads, workdir=workdir, **self.options
+        )
+
+
+VARIANTS: dict[str, Variant] = {
+    "torch-fp32": Variant("torch", "fp32"),
+    "torch-bf16": Variant("torch", "bf16"),
+    "torch-bf16-compile": Variant("torch", "bf16", {"compile_mode": "default"}),
+    "torch-bf16-graphs": Variant("torch", "bf16", {"cuda_graphs": True}),
+    "onnxruntime-fp32": Variant("onnxruntime", "fp32"),
+    "onnxruntime-fp16": Variant("onnxruntime", "fp16"),
+    # quantized artifacts (quant/): random weights of the preset, quantized, then opened as an engine
+    "torch-int8": Variant("torch", "int8", build=bench_variants.torch_int8),
+    "torch-int4": Variant("torch", "int4", build=bench_variants.torch_int4),
+    "onnxruntime-int8-dynamic": Variant("onnxruntime", "int8", build=bench_variants.onnx_int8_dynamic),
+    "onnxruntime-int8-static": Variant("onnxruntime", "int8", build=bench_variants.onnx_int8_static),
+}
+
+
+def _row(policy: str, name: str, variant: Variant, report) -> str:
+    summary = report.summary()
+    cells = []
+    for metric in METRICS:
+        row = summary[metric]
+        floor = f" ({row['vs_floor']:.0f}x floor)" if "vs_floor" in row else ""
+        cells.append(f"{row['median']:.1f} / {row['p99']:.1f}{floor}")
+    return f"| {policy} | {name} | {variant.precision} | " + " | ".join(cells) + f" | {report.peak_memory_mb:.0f} |"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--policies", nargs="+", default=["pi05-tiny", "pi05-small"])
+    p.add_argument("--variants", nargs="+", default=["torch-fp32", "onnxruntime-fp32"], choices=sorted(VARIANTS))
+    p.add_argument("--profile", default="cpu", help="device profile (configs/devices/) or jetson")
+    p.add_argument("--schedule", choices=("constant", "horizon-aware"), default="constant")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch and onnxruntime")
+    args = p.parse_args()
+    profile = load_profile(args.profile)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    settings = BenchSettings(schedule=args.schedule, steps=args.steps, iters=args.iters, warmup=args.warmup)
+    print(
+        f"<!-- torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+        f"{torch.get_num_threads()} threads, profile {profile.name}, {args.schedule}, {args.steps} steps -->"
+    )
+    print(
+        "| policy | variant | precision | prefill p50 / p99 | step p50 / p99 | TTFA p50 / p99 | chunk p50 / p99 "
+        "| peak MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    spawn = multiprocessing.get_context("spawn")  # one process per cell: peak memory is that cell's own
+    with tempfile.TemporaryDirectory(prefix="vlash-bench-engines-") as tmp:
+        for policy in args.policies:
+            for name in args.variants:
+                with spawn.Pool(1) as pool:
+                    row = pool.apply(_one_cell, (policy, name, args.profile, settings, args.threads, tmp))
+                print(row, flush=True)
+    for policy in args.policies:
+        for precision in sorted({VARIANTS[name].precision for name in args.variants}):
+            floors = model_floors(load_preset(policy), profile, precision)
+            text = ", ".join(f"{k} {f.seconds * 1e3:.3f} ms ({f.bound}-bound)" for k, f in floors.items())
+            print(f"<!-- roofline {policy} {precision} on {profile.name}: {text} -->")
+
+
+def _one_cell(policy: str, name: str, profile_name: str, settings: BenchSettings, threads: int | None, tmp: str) -> str:
+    if threads:
+        torch.set_num_threads(threads)
+    profile, variant = load_profile(profile_name), VARIANTS[name]
+    engine = variant.make(load_preset(policy), profile, Path(tmp), threads)
+    return _row(policy, name, variant, run_bench(engine, settings, profile=profile))
+
+
+if __name__ == "__main__":
+    main()
