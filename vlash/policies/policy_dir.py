@@ -114,7 +114,12 @@ def _load_vlash(path: Path, dtype: str | torch.dtype, device: str | torch.device
     if not isinstance(doc.get("policy"), dict):
         raise CheckpointError(f"{path / 'config.yaml'} has no 'policy' section")
     config = config_from_dict(doc["policy"])
-    model = load_model(config, path / "model.safetensors", dtype=dtype, device=device)
+    if (path / "quant.json").is_file():  # a quantized artifact (quant/manifest.py): weight-only int8/int4 layers
+        from quant.torch_quant import load_quantized_model
+
+        model = load_quantized_model(config, path, dtype=dtype, device=device)
+    else:
+        model = load_model(config, path / "model.safetensors", dtype=dtype, device=device)
     proc = doc.get("processor", {})
     encoder = Pi05PromptEncoder(
         PromptTokenizer.from_dir(path), max_len=config.max_token_len, state_dims=proc.get("state_dims")

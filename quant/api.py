@@ -1,0 +1,70 @@
+"""One entry point per phase: `quantize` (offline, any scheme) and `open_quantized` (an engine over an artifact)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engines.artifact import MANIFEST, POLICY_DIR, ArtifactManifest
+from engines.base import Engine, create_engine
+from quant.calibration import FrameSpec
+from quant.manifest import QuantManifest, is_quantized
+from quant.schemes import get_scheme
+from quant.torch_quant import DEFAULT_GROUP_SIZE
+from vlash.errors import CheckpointError
+from vlash.policies.policy_dir import LoadedPolicy, load_policy
+
+
+def quantize(
+    policy_dir: str | Path,
+    out: str | Path,
+    scheme: str,
+    group_size: int = DEFAULT_GROUP_SIZE,
+    calibration: FrameSpec | None = None,
+) -> Path:
+    """Quantize an fp32 vlash policy directory into `out` (replaced atomically) with `scheme`."""
+    engine = get_scheme(scheme).engine
+    if engine == "torch":
+        from quant.artifact import write_torch_artifact
+
+        write_torch_artifact(policy_dir, out, scheme, group_size)
+    elif engine == "onnxruntime":
+        from quant.onnx_artifact import write_onnx_artifact
+
+        write_onnx_artifact(policy_dir, out, scheme, calibration)
+    else:  # TensorRT: E's exporter + engines.tensorrt_build (calibrates int8/fp8 on sim frames itself)
+        from engines.export import export_artifact
+
+        export_artifact(out, engine="tensorrt", precision=scheme.removeprefix("trt-"), checkpoint=policy_dir)
+    return Path(out)
+
+
+def open_quantized(artifact: str | Path, threads: int | None = None) -> tuple[Engine, LoadedPolicy, str]:
+    """(engine, policy with its processor, scheme) of a quantized artifact, torch or engine-artifact layout."""
+    path = Path(artifact)
+    if is_quantized(path):
+        policy = load_policy(path)
+        return create_engine("torch", model=policy.model), policy, QuantManifest.read(path).scheme
+    if (path / MANIFEST).is_file():
+        manifest = ArtifactManifest.load(path)
+        scheme = (manifest.quantization or {}).get("scheme", f"{manifest.engine}-{manifest.precision}")
+        engine = create_engine(manifest.engine, artifact=path, threads=threads)
+        return engine, load_policy(path / POLICY_DIR), scheme
+    raise CheckpointError(f"{path} is neither a quantized policy directory nor an engine artifact")
+
+
+def record_fidelity(artifact: str | Path, result: dict[str, Any]) -> None:
+    """Store a --check result in the artifact's manifest (quant.json, or manifest.json["quantization"])."""
+    path = Path(artifact)
+    if is_quantized(path):
+        manifest = QuantManifest.read(path)
+        manifest.fidelity = result
+        manifest.write(path)
+        return
+    doc = json.loads((path / MANIFEST).read_text())
+    if doc.get("quantization") is None:
+        doc["quantization"] = {"fidelity": result}
+    else:
+        doc["quantization"]["fidelity"] = result
+    (path / MANIFEST).write_text(json.dumps(doc, indent=2) + "\n")

@@ -1,0 +1,72 @@
+"""Write quantized artifacts: a torch weight-only policy directory, with its manifest (`quant.json`)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+import vlash
+from quant.manifest import MANIFEST_NAME, QuantManifest
+from quant.torch_quant import DEFAULT_GROUP_SIZE, plan_layers, quantize_model
+from vlash.atomic import staged_directory
+from vlash.errors import CheckpointError
+from vlash.policies.policy_dir import load_policy
+
+POLICY_FILES = ("config.yaml", "stats.safetensors", "tokenizer.json", "tokenizer.model")
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tool_versions() -> dict[str, str]:
+    return {"vlash": vlash.__version__, "torch": torch.__version__}
+
+
+def base_info(policy_dir: str | Path) -> dict[str, Any]:
+    """{"policy", "model_sha256", "source"} of an fp32 vlash policy directory."""
+    path = Path(policy_dir)
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise CheckpointError(f"{path}: no model.safetensors to quantize")
+    if (path / MANIFEST_NAME).is_file():
+        raise CheckpointError(f"{path} is already quantized ({MANIFEST_NAME}); quantize the fp32 policy instead")
+    loaded_name = load_policy(path).config.name
+    return {"policy": loaded_name, "model_sha256": file_sha256(weights), "source": str(path.resolve())}
+
+
+def write_torch_artifact(
+    policy_dir: str | Path, out: str | Path, scheme: str, group_size: int = DEFAULT_GROUP_SIZE
+) -> QuantManifest:
+    """Quantize a vlash policy directory's weights (torch-int8 / torch-int4) into a new policy directory."""
+    src = Path(policy_dir)
+    base = base_info(src)
+    model = load_policy(src).model
+    layers, kept = plan_layers(model, scheme, group_size)
+    quantize_model(model, layers)
+    manifest = QuantManifest(
+        scheme=scheme,
+        engine="torch",
+        base=base,
+        layers=layers,
+        kept=kept,
+        files={"model": "model.safetensors"},
+        created_by=tool_versions(),
+    )
+    with staged_directory(out) as staging:
+        for name in POLICY_FILES:
+            if (src / name).is_file():
+                shutil.copyfile(src / name, staging / name)
+        state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+        save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt", "quant": scheme})
+        manifest.write(staging)
+    return manifest

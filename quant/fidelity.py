@@ -1,0 +1,97 @@
+"""Action fidelity of a quantized engine vs the fp32 reference (ALGORITHMS.md §5).
+
+Both engines sample the same held-out observations with the SAME noise through the same fp32 Euler
+sampler; the chunks are compared in normalized model units on the robot's real action dims.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import Tensor
+
+from engines.base import Engine
+from vlash.errors import ConfigError
+from vlash.policies.pi05.model import Pi05Inputs
+from vlash.sampling import FlowSampler, SamplerConfig
+
+
+@dataclass(frozen=True)
+class GateThresholds:
+    """When a quantized variant passes. Action metrics are in normalized model units (q01..q99 -> -1..1)."""
+
+    min_cosine: float = 0.99  # worst per-observation cosine similarity of the action chunk vs fp32
+    max_abs_error: float = 0.1  # largest |a - a_fp32| over all observations, steps and action dims
+    max_success_drop: float = 0.10  # rollout success rate may fall at most this far below fp32's (0.10 = 10 points)
+    max_jerk_ratio: float = 1.5  # rollout mean squared jerk at most this multiple of fp32's
+
+    def __post_init__(self) -> None:
+        if not -1.0 <= self.min_cosine <= 1.0:
+            raise ConfigError(f"GateThresholds.min_cosine must be in [-1, 1], got {self.min_cosine}")
+        for name in ("max_abs_error", "max_success_drop", "max_jerk_ratio"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"GateThresholds.{name} must be a finite number >= 0, got {value!r}")
+
+
+@dataclass
+class ActionFidelity:
+    observations: int  # held-out observations compared
+    cosine_min: float  # worst per-observation cosine
+    cosine_mean: float
+    max_abs_error: float
+    mean_abs_error: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def sample_chunk(engine: Engine, inputs: Pi05Inputs, noise: Tensor, num_steps: int) -> Tensor:
+    """Model-space actions [B, H, A] (fp32) from `noise` through the constant-schedule Euler sampler."""
+    with torch.no_grad():
+        cache = engine.prefill(inputs)
+
+        def velocity(x: Tensor, tau: Tensor) -> Tensor:
+            return engine.denoise_step(x, tau, cache).float()
+
+        sampler = FlowSampler(SamplerConfig(num_steps=num_steps))
+        return sampler.sample(velocity, noise.to(engine.device), synchronize=engine.synchronize).actions.float().cpu()
+
+
+def action_fidelity(
+    reference: Engine,
+    candidate: Engine,
+    observations: Sequence[Pi05Inputs],
+    action_dims: int,
+    num_steps: int,
+    seed: int = 0,
+) -> ActionFidelity:
+    """Compare `candidate` with `reference` on every observation, each with its own fixed noise draw."""
+    if not observations:
+        raise ConfigError("action_fidelity needs at least one held-out observation")
+    cfg = reference.config
+    cosines, max_abs, abs_sum, count = [], 0.0, 0.0, 0
+    for i, inputs in enumerate(observations):
+        gen = torch.Generator().manual_seed(seed + i)
+        noise = torch.randn(inputs.batch_size, cfg.action_horizon, cfg.action_dim, generator=gen)
+        ref = sample_chunk(reference, inputs, noise, num_steps)[..., :action_dims].double()
+        got = sample_chunk(candidate, inputs, noise, num_steps)[..., :action_dims].double()
+        diff = (got - ref).abs()
+        max_abs = max(max_abs, float(diff.max()))
+        abs_sum, count = abs_sum + float(diff.sum()), count + diff.numel()
+        for r, g in zip(ref.flatten(1), got.flatten(1), strict=True):
+            cosines.append(float(torch.nn.functional.cosine_similarity(r, g, dim=0)))
+    return ActionFidelity(len(cosines), min(cosines), sum(cosines) / len(cosines), max_abs, abs_sum / count)
+
+
+def action_gate(fidelity: ActionFidelity, thresholds: GateThresholds) -> list[str]:
+    """Failure reasons of the action metrics (empty: pass)."""
+    reasons = []
+    if not fidelity.cosine_min >= thresholds.min_cosine:
+        reasons.append(f"cosine {fidelity.cosine_min:.4f} < {thresholds.min_cosine}")
+    if not fidelity.max_abs_error <= thresholds.max_abs_error:
+        reasons.append(f"max-abs error {fidelity.max_abs_error:.4f} > {thresholds.max_abs_error}")
+    return reasons

@@ -1,0 +1,81 @@
+"""Write quantized ONNX artifacts: E's engine-artifact layout (engines.artifact) with the graphs replaced by
+int8 ones and the QuantManifest in `manifest.json["quantization"]`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from engines.artifact import POLICY_DIR, ArtifactManifest
+from engines.onnx_export import export_onnx
+from quant.artifact import POLICY_FILES, base_info, tool_versions
+from quant.calibration import FrameSpec, policy_tasks
+from quant.manifest import QuantManifest
+from quant.onnx_quant import GRAPHS, calibration_feeds, quantize_dynamic, quantize_static
+from quant.schemes import get_scheme
+from vlash.atomic import staged_directory
+from vlash.errors import ConfigError
+from vlash.policies.policy_dir import load_policy
+
+ONNX_SCHEMES = ("onnx-int8-dynamic", "onnx-int8-static")
+
+
+def default_calibration(metadata: dict) -> FrameSpec:
+    """32 frames (8 episodes x 4) over the policy's training tasks, calibration seeds."""
+    return FrameSpec(tasks=policy_tasks(metadata), episodes=8, frames_per_episode=4)
+
+
+def quantize_graphs(
+    directory: Path, manifest: ArtifactManifest, scheme: str, policy_dir: Path, calibration: FrameSpec | None
+) -> tuple[dict, dict | None]:
+    """Replace the artifact's ONNX graphs in place by quantized ones. Returns (layers, calibration record)."""
+    feeds = None
+    if get_scheme(scheme).calibrated:
+        policy = load_policy(policy_dir)
+        spec = calibration or default_calibration(policy.metadata)
+        feeds = calibration_feeds(policy, spec)
+    fp8 = scheme == "trt-fp8"
+    spec_of = {"dtype": "fp8", "granularity": "per-tensor"} if fp8 else {"dtype": "int8", "granularity": "per-channel"}
+    layers: dict[str, dict] = {}
+    for graph in GRAPHS:
+        path = directory / manifest.onnx[graph]
+        source = path.with_name(f"{path.stem}.fp32.onnx")
+        path.rename(source)
+        if feeds is None:
+            nodes = quantize_dynamic(source, path, graph)
+        else:
+            nodes = quantize_static(source, path, graph, feeds[graph], fp8=fp8)
+        source.unlink()
+        layers.update({f"{graph}:{node}": dict(spec_of) for node in nodes})
+    record = None if feeds is None else spec.describe()
+    return layers, record
+
+
+def write_onnx_artifact(
+    policy_dir: str | Path, out: str | Path, scheme: str, calibration: FrameSpec | None = None, batch: int = 1
+) -> ArtifactManifest:
+    if scheme not in ONNX_SCHEMES:
+        raise ConfigError(f"ONNX quantization scheme must be one of {ONNX_SCHEMES}, got {scheme!r}")
+    src = Path(policy_dir)
+    base = base_info(src)
+    with staged_directory(out) as staging:
+        policy_copy = staging / POLICY_DIR
+        policy_copy.mkdir()
+        for name in (*POLICY_FILES, "model.safetensors"):
+            if (src / name).is_file():
+                shutil.copyfile(src / name, policy_copy / name)
+        model = load_policy(policy_copy).model
+        manifest = export_onnx(model, staging, precision="fp32", batch=batch, policy=base["policy"])
+        layers, record = quantize_graphs(staging, manifest, scheme, policy_copy, calibration)
+        quant = QuantManifest(
+            scheme=scheme,
+            engine="onnxruntime",
+            base=base,
+            layers=layers,
+            calibration=record,
+            files=dict(manifest.files),
+            created_by=tool_versions(),
+        )
+        manifest.quantization = quant.to_dict()
+        manifest.save(staging)
+    return manifest

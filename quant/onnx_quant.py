@@ -1,0 +1,136 @@
+"""ONNX int8 quantization of exported artifacts (onnxruntime.quantization): dynamic, and static QDQ
+calibrated on simulated frames. Also produces the QDQ graphs TensorRT builds its INT8 / FP8 engines from.
+
+Which MatMuls are quantized follows quant.schemes: only those with a constant weight (never attention
+scores), and in the denoise graph only the expert's MLP projections (attention projections, adaRMS, time
+MLP and action in/out projections stay fp32).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engines.artifact import CACHE_TENSORS, PREFILL_INPUTS
+from quant.calibration import FrameSpec, sim_inputs
+from vlash.errors import EngineUnavailable
+from vlash.policies.policy_dir import LoadedPolicy
+from vlash.sampling import FlowSampler, SamplerConfig
+
+GRAPHS = ("prefill", "denoise")
+# Node names of the exported denoise graph keep the module's leaf name (e.g. "/mlp/gate_proj_3/MatMul").
+_DENOISE_QUANTIZABLE = re.compile(r"/mlp/(gate|up|down)_proj(_\d+)?/MatMul$")
+
+
+def _onnx_quantization():
+    try:
+        import onnx
+        from onnxruntime import quantization
+    except ImportError as exc:
+        raise EngineUnavailable(
+            f"ONNX quantization needs onnx and onnxruntime (`pip install vlash[onnx]`): {exc}"
+        ) from exc
+    return onnx, quantization
+
+
+def quantizable_matmuls(path: str | Path, graph: str) -> list[str]:
+    """Names of the MatMul nodes with a constant weight that the scheme policy allows to quantize."""
+    onnx, _ = _onnx_quantization()
+    model = onnx.load(str(path), load_external_data=False)
+    constants = {init.name for init in model.graph.initializer}
+    names = []
+    for node in model.graph.node:
+        if node.op_type != "MatMul" or len(node.input) < 2 or node.input[1] not in constants:
+            continue
+        if graph == "denoise" and not _DENOISE_QUANTIZABLE.search(node.name):
+            continue
+        names.append(node.name)
+    return names
+
+
+def prefill_feeds(observations: Sequence) -> list[dict[str, np.ndarray]]:
+    return [{name: getattr(inputs, name).cpu().numpy() for name in PREFILL_INPUTS} for inputs in observations]
+
+
+def denoise_feeds(policy: LoadedPolicy, observations: Sequence, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """Inputs of every denoise step along the fp32 model's own sampling trajectories (real x_t and tau)."""
+    model, cfg = policy.model, policy.config
+    feeds: list[dict[str, np.ndarray]] = []
+    with torch.no_grad():
+        for i, inputs in enumerate(observations):
+            cache = model.prefill(inputs)
+            cached = {name: getattr(cache, name).cpu().numpy() for name in CACHE_TENSORS}
+
+            def velocity(x, tau, cache=cache, cached=cached):
+                feeds.append({"x_t": x.cpu().numpy(), "tau": tau.cpu().numpy(), **cached})
+                return model.denoise_step(x, tau, cache).float()
+
+            gen = torch.Generator().manual_seed(seed + i)
+            noise = torch.randn(inputs.batch_size, cfg.action_horizon, cfg.action_dim, generator=gen)
+            FlowSampler(SamplerConfig(num_steps=cfg.num_steps)).sample(velocity, noise)
+    return feeds
+
+
+def calibration_feeds(policy: LoadedPolicy, spec: FrameSpec) -> dict[str, list[dict[str, np.ndarray]]]:
+    """Per graph, the calibration inputs of simulated frames (with the policy's prompts and states)."""
+    observations = [inputs for inputs, _ in sim_inputs(policy.processor, spec)]
+    return {"prefill": prefill_feeds(observations), "denoise": denoise_feeds(policy, observations)}
+
+
+def _reader(feeds: list[dict[str, np.ndarray]]):
+    _, quantization = _onnx_quantization()
+
+    class FeedReader(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            self._iter: Iterator[dict[str, np.ndarray]] = iter(feeds)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self._iter, None)
+
+        def rewind(self) -> None:
+            self._iter = iter(feeds)
+
+    return FeedReader()
+
+
+def quantize_dynamic(src: Path, dst: Path, graph: str) -> list[str]:
+    """int8 weights (per channel), activations quantized per call. Returns the MatMul nodes quantized."""
+    _, quantization = _onnx_quantization()
+    nodes = quantizable_matmuls(src, graph)
+    quantization.quantize_dynamic(
+        str(src),
+        str(dst),
+        weight_type=quantization.QuantType.QInt8,
+        per_channel=True,
+        op_types_to_quantize=["MatMul"],
+        nodes_to_quantize=nodes,
+    )
+    return nodes
+
+
+def quantize_static(
+    src: Path, dst: Path, graph: str, feeds: list[dict[str, np.ndarray]], fp8: bool = False
+) -> list[str]:
+    """QDQ graph with int8 (or FP8 E4M3) weights per channel and activations per tensor, symmetric (zero
+    point 0, as TensorRT's explicit quantization requires), ranges from `feeds` (MinMax)."""
+    _, quantization = _onnx_quantization()
+    nodes = quantizable_matmuls(src, graph)
+    qtype = quantization.QuantType.QFLOAT8E4M3FN if fp8 else quantization.QuantType.QInt8
+    quantization.quantize_static(
+        str(src),
+        str(dst),
+        _reader(feeds),
+        quant_format=quantization.QuantFormat.QDQ,
+        activation_type=qtype,
+        weight_type=qtype,
+        per_channel=not fp8,
+        op_types_to_quantize=["MatMul"],
+        nodes_to_quantize=nodes,
+        calibrate_method=quantization.CalibrationMethod.MinMax,
+        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
+    )
+    return nodes

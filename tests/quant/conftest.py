@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+MICRO = Path(__file__).resolve().parents[1] / "train" / "pi05-micro.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _two_threads():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="session")
+def micro_policy_dir(tmp_path_factory) -> Path:
+    """An fp32 vlash policy directory of the ~0.1M-parameter micro shape, random weights."""
+    from vlash.server.random_policy import write_random_policy
+
+    return write_random_policy(tmp_path_factory.mktemp("micro") / "fp32", str(MICRO))
+
+
+@pytest.fixture(scope="session")
+def tiny_policy_dir(tmp_path_factory) -> Path:
+    from vlash.server.random_policy import write_random_policy
+
+    return write_random_policy(tmp_path_factory.mktemp("tiny") / "fp32", "pi05-tiny")

@@ -1,0 +1,113 @@
+"""`vlash quantize`: quantize a policy (artifact + manifest) and optionally gate it against fp32 (`--check`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from vlash.errors import ConfigError
+
+HELP = "quantize a policy (torch int8/int4, ONNX int8, TensorRT), gate it vs fp32"
+SCHEME_NAMES = (
+    "torch-int8",
+    "torch-int4",
+    "onnx-int8-dynamic",
+    "onnx-int8-static",
+    "trt-fp16",
+    "trt-bf16",
+    "trt-fp8",
+    "trt-int8",
+)  # = quant.schemes.SCHEMES (tests check); listed here so --help imports nothing heavy
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("quantize", help=HELP)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", type=Path, help="fp32 vlash policy directory")
+    src.add_argument("--policy", help="shipped policy name, or a preset with --random-weights")
+    p.add_argument("--random-weights", action="store_true", help="--policy names a preset: random weights")
+    p.add_argument("--scheme", action="append", choices=SCHEME_NAMES, required=True, help="repeatable")
+    p.add_argument("--out", type=Path, required=True, help="artifact directory (one scheme) or parent (several)")
+    p.add_argument("--group-size", type=int, default=64, help="torch-int4: inputs per scale group")
+    p.add_argument("--calib-episodes", type=int, default=8, help="static schemes: sim episodes to calibrate on")
+    p.add_argument("--check", action="store_true", help="gate each variant vs fp32; exit 1 if any fails")
+    p.add_argument("--held-out-episodes", type=int, default=4, help="--check: held-out sim episodes (4 frames each)")
+    p.add_argument(
+        "--rollout-episodes",
+        type=int,
+        default=None,
+        help="--check: sim episodes per task (default 3 if trained, else 0)",
+    )
+    p.add_argument("--min-cosine", type=float, default=None, help="gate: worst action cosine (default 0.99)")
+    p.add_argument("--max-abs-error", type=float, default=None, help="gate: max |a - a_fp32| (default 0.1)")
+    p.add_argument("--max-success-drop", type=float, default=None, help="gate: success points lost (default 0.10)")
+    p.add_argument("--threads", type=int, default=None, help="torch / onnxruntime CPU threads")
+    p.add_argument("--json", type=Path, default=None, help="also write the --check results here")
+
+
+def _source(args: argparse.Namespace, tmp: Path) -> Path:
+    from vlash.policies.shipped import shipped_policy_dir
+    from vlash.server.random_policy import write_random_policy
+
+    if args.random_weights:
+        if args.policy is None:
+            raise ConfigError("--random-weights needs --policy PRESET (e.g. pi05-tiny), not --checkpoint")
+        return write_random_policy(tmp / "fp32", args.policy)
+    return shipped_policy_dir(args.policy) if args.policy else Path(args.checkpoint)
+
+
+def _thresholds(args: argparse.Namespace):
+    from quant.fidelity import GateThresholds
+
+    given = {
+        "min_cosine": args.min_cosine,
+        "max_abs_error": args.max_abs_error,
+        "max_success_drop": args.max_success_drop,
+    }
+    return GateThresholds(**{k: v for k, v in given.items() if v is not None})
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from engines import create_engine
+    from quant.api import open_quantized, quantize, record_fidelity
+    from quant.calibration import FrameSpec, policy_tasks
+    from quant.check import check_variant, format_table, is_trained
+    from vlash.policies.policy_dir import load_policy
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    schemes = list(dict.fromkeys(args.scheme))
+    with tempfile.TemporaryDirectory(prefix="vlash-quant-") as tmp:
+        source = _source(args, Path(tmp))
+        reference_policy = load_policy(source)
+        tasks = policy_tasks(reference_policy.metadata)
+        calibration = FrameSpec(tasks=tasks, episodes=args.calib_episodes)
+        outs = {s: args.out if len(schemes) == 1 else args.out / s for s in schemes}
+        for scheme, out in outs.items():
+            quantize(source, out, scheme, group_size=args.group_size, calibration=calibration)
+            print(f"vlash quantize: {scheme} -> {out}")
+        if not args.check:
+            return 0
+        thresholds = _thresholds(args)
+        rollouts = (
+            args.rollout_episodes if args.rollout_episodes is not None else (3 if is_trained(reference_policy) else 0)
+        )
+        reference = create_engine("torch", model=reference_policy.model)
+        held_out = FrameSpec(tasks=tasks, episodes=args.held_out_episodes, held_out=True)
+        results, ref_rollout = [], None
+        for scheme, out in outs.items():
+            engine, policy, _ = open_quantized(out, threads=args.threads)
+            result = check_variant(
+                scheme, reference, engine, reference_policy, thresholds, held_out, rollouts, ref_rollout
+            )
+            ref_rollout = result.reference_rollout
+            record_fidelity(out, {**result.to_dict(), "thresholds": vars(thresholds)})
+            results.append(result)
+    print(format_table(results))
+    if args.json:
+        args.json.write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
+    return 0 if all(r.passed for r in results) else 1
