@@ -1,9 +1,9 @@
 """One simulated episode under an execution mode: the control loop, requests, chunk switches.
 
 Per control step k: (1) a request whose delay has passed takes over; (2) launch a request if the mode
-says so, using the observation of step k (a zero-delay one takes over at once); (3) command the running chunk's action for k (or
-hold the last command while waiting); (4) step the environment. Everything is deterministic given
-the episode seed.
+says so, using the observation of step k (a zero-delay one takes over at once); (3) command the
+running chunk's action for k (or hold the last command while waiting); (4) step the environment.
+Everything is deterministic given the episode seed.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class EpisodeRunner:
         self._pending: list[_Pending] = []
         self._live: list[RunningChunk] = []  # ensemble
         for k in range(env.max_steps):
-            self._deliver(k)  # first, so a chunk switching in now can schedule its successor at once (s = d)
+            self._deliver(k)  # first: a chunk switching in now can schedule its successor at once (s = d)
             self._maybe_request(k)
             self._deliver(k)  # a zero-delay request is answered within the step
             cmd = self._command(k)

@@ -56,7 +56,8 @@ class Pi05Processor:
         if self.relative_mask is not None:
             self.relative_mask = tuple(bool(m) for m in self.relative_mask)
             if len(self.relative_mask) != self.action_dims:
-                raise ShapeError(f"relative_mask has {len(self.relative_mask)} entries, action_dims is {self.action_dims}")
+                count = len(self.relative_mask)
+                raise ShapeError(f"relative_mask has {count} entries, action_dims is {self.action_dims}")
 
     @property
     def relative(self) -> bool:
