@@ -43,6 +43,7 @@ class TrainConfig:
     progress: bool = True  # draw progress bars
     trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
     relative_actions: bool = True  # predict the chunk relative to the given state (openpi's DeltaActions)
+    scratch_init: bool = True  # embeddings at unit residual scale, 2-D sin/cos image positions (train.init)
     bin_embedding_init: bool = True  # start state-bin token embeddings from a code of their value (train.init)
     extra: dict[str, Any] = field(default_factory=dict)  # free-form provenance copied into the metadata
 

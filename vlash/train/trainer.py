@@ -30,7 +30,7 @@ from vlash.train.dataset import load_episodes, save_episodes
 from vlash.train.episodes import Episode, record_episodes, success_rate
 from vlash.train.errors import TrainError
 from vlash.train.flow import draw_times, flow_loss, noisy_actions, token_times
-from vlash.train.init import init_state_bin_embeddings, tokenizer_vocab
+from vlash.train.init import init_from_scratch, init_state_bin_embeddings, tokenizer_vocab
 from vlash.train.output import git_commit, with_config, write_policy
 from vlash.train.progress import progress_bar
 from vlash.train.stats import dataset_normalizer
@@ -200,8 +200,11 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
             kept, policy, tokenizer_file, normalizer, spec, config.trim_prompt, config.progress, config.relative_actions
         )
         model = build_random(data.model_config, seed=config.seed)
-        if config.bin_embedding_init:
-            init_state_bin_embeddings(model, tokenizer_vocab(tokenizer_file))
+        vocab = tokenizer_vocab(tokenizer_file) if config.bin_embedding_init else None
+        if config.scratch_init:
+            init_from_scratch(model, vocab)
+        elif vocab is not None:
+            init_state_bin_embeddings(model, vocab)
         meta = _metadata(config, command, data, rate)
         save = _saver(config, model, policy, normalizer, tokenizer_file, data.state_dims, meta)
         curves, train_s = run_steps(model, data, config, save)
