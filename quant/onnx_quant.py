@@ -130,7 +130,8 @@ def quantize_static(
         per_channel=not fp8,
         op_types_to_quantize=["MatMul"],
         nodes_to_quantize=nodes,
-        calibrate_method=quantization.CalibrationMethod.MinMax,
+        # float8 scales come from the value distribution (onnxruntime supports only that method for it)
+        calibrate_method=quantization.CalibrationMethod.Distribution if fp8 else quantization.CalibrationMethod.MinMax,
         extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
     )
     return nodes

@@ -13,7 +13,7 @@ def trt():
 
 @pytest.mark.trt
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["fp32", "int8"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "fp8", "int8"])
 def test_build_plans_ahead_of_time_for_sm89(trt, onnx_artifact, tmp_path, precision):
     import shutil
 
