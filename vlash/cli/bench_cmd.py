@@ -18,8 +18,7 @@ from rich.table import Table
 
 from engines import available_engines
 from vlash.bench import BenchReport, BenchSettings, make_engine, run_bench
-from vlash.devices import DeviceProfile, is_profile_name, load_profile
-from vlash.errors import ConfigError
+from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_device
 from vlash.policies.checkpoint import DTYPES
 from vlash.policies.pi05 import available_presets, load_preset
 
@@ -55,17 +54,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def _device(name: str) -> torch.device:
-    if is_profile_name(name):
-        return torch.device(load_profile(name).device)
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {name}: no CUDA device visible to torch")
-    return device
-
-
 def _config(args: argparse.Namespace):
     config = load_preset(args.policy)
     return config if args.cameras is None else config.with_cameras(args.cameras)
@@ -94,7 +82,7 @@ def print_report(report: BenchReport, console: Console) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    device = _device(args.device)
+    device = resolve_device(args.device)
     profile = _profile(args.device, device)
     named = profile if is_profile_name(args.device) else None  # only a named profile sets defaults
     threads = args.threads or (named.threads if named else None) or None

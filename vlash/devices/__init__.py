@@ -3,6 +3,7 @@
 from vlash.devices.jetson import detect_jetson
 from vlash.devices.profile import DeviceProfile, available_profiles, is_profile_name, load_profile, profile_from_dict
 from vlash.devices.roofline import Floor, Work, denoise_work, model_floors, prefill_work
+from vlash.devices.torch_device import resolve_device
 
 __all__ = [
     "DeviceProfile",
@@ -16,4 +17,5 @@ __all__ = [
     "model_floors",
     "prefill_work",
     "profile_from_dict",
+    "resolve_device",
 ]

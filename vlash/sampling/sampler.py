@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from vlash.generator_run import GeneratorRun
 from vlash.sampling.guidance import GuidanceConfig, guided_velocity
 from vlash.sampling.plan import SamplingPlan, make_plan
 from vlash.sampling.results import NOT_FINAL, FinalActions, SampleResult
@@ -67,40 +68,8 @@ class SamplerConfig:
             )
 
 
-class SamplingRun(Iterator[FinalActions]):
+class SamplingRun(GeneratorRun[FinalActions, SampleResult]):
     """An in-progress sampling run: iterate it for `FinalActions`, then read `result`."""
-
-    def __init__(self, steps: Generator[FinalActions, None, SampleResult]) -> None:
-        self._steps = steps
-        self._result: SampleResult | None = None
-
-    def __iter__(self) -> SamplingRun:
-        return self
-
-    def __next__(self) -> FinalActions:
-        try:
-            return next(self._steps)
-        except StopIteration as stop:
-            self._result = stop.value
-            raise
-
-    @property
-    def done(self) -> bool:
-        """True once the run has finished (all steps, or an early stop)."""
-        return self._result is not None
-
-    @property
-    def result(self) -> SampleResult:
-        """The finished run; RuntimeError while steps remain (iterate or call `drain`)."""
-        if self._result is None:
-            raise RuntimeError("sampling run not finished: iterate it to the end or call drain()")
-        return self._result
-
-    def drain(self) -> SampleResult:
-        """Run the remaining steps, discarding their yields, and return the result."""
-        for _ in self:
-            pass
-        return self.result
 
 
 class FlowSampler:

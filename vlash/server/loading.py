@@ -8,11 +8,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from engines import create_engine
 from engines.artifact import POLICY_DIR, ArtifactManifest, is_artifact
-from vlash.devices import DeviceProfile, is_profile_name, load_profile
+from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_device
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import resolve_dtype
 from vlash.policies.policy_dir import LoadedPolicy, load_policy
@@ -28,17 +27,6 @@ class LoadedRuntime:
     precision: str  # dtype name, e.g. "fp32"
     params: int  # model parameter count
     load_s: float  # seconds to load the weights
-
-
-def resolve_device(name: str) -> torch.device:
-    if is_profile_name(name):  # a device profile (configs/devices/): its torch device
-        return torch.device(load_profile(name).device)
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r}: no CUDA device visible to torch")
-    return device
 
 
 def load_runtime(

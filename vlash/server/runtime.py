@@ -16,7 +16,7 @@ Usage:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +24,7 @@ import torch
 
 from engines.base import Engine
 from vlash.errors import ShapeError
+from vlash.generator_run import GeneratorRun
 from vlash.policies.pi05.processor import Observation
 from vlash.policies.policy_dir import LoadedPolicy
 from vlash.sampling import FlowSampler, GuidanceConfig, SamplerConfig, Schedule
@@ -68,37 +69,8 @@ class ChunkResult:
     step_ms: list[float] = field(default_factory=list)  # per denoise step (device-synchronized)
 
 
-class ChunkStream(Iterator[ChunkPiece]):
+class ChunkStream(GeneratorRun[ChunkPiece, ChunkResult]):
     """An in-progress request: iterate for `ChunkPiece`s, then read `result`."""
-
-    def __init__(self, steps: Generator[ChunkPiece, None, ChunkResult]) -> None:
-        self._steps = steps
-        self._result: ChunkResult | None = None
-
-    def __iter__(self) -> ChunkStream:
-        return self
-
-    def __next__(self) -> ChunkPiece:
-        try:
-            return next(self._steps)
-        except StopIteration as stop:
-            self._result = stop.value
-            raise
-
-    @property
-    def result(self) -> ChunkResult:
-        if self._result is None:
-            raise RuntimeError("chunk stream not finished: iterate it to the end or call drain()")
-        return self._result
-
-    def drain(self) -> ChunkResult:
-        for _ in self:
-            pass
-        return self.result
-
-    def close(self) -> None:
-        """Abandon the request (no further steps run)."""
-        self._steps.close()
 
 
 # Called before prefill ("prefill") and before every denoise step ("step"): the server's hook for
