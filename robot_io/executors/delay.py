@@ -20,10 +20,12 @@ class DelayEstimator:
             raise ValueError(f"DelayEstimator.period_s must be > 0, got {period_s}")
         self.period_s, self.initial, self.percentile, self.adapt = period_s, initial, percentile, adapt
         self._samples: deque[float] = deque(maxlen=window)
+        self._latency_s: float | None = None  # the percentile, recomputed per sample (not per control tick)
         self.clamped = 0  # estimates that exceeded max_delay and were clamped
 
     def add(self, latency_s: float) -> None:
         self._samples.append(float(latency_s))
+        self._latency_s = float(np.percentile(self._samples, self.percentile))
 
     @property
     def samples(self) -> list[float]:
@@ -31,7 +33,7 @@ class DelayEstimator:
 
     def latency_s(self) -> float | None:
         """The percentile of the recent latencies (None before the first)."""
-        return float(np.percentile(self._samples, self.percentile)) if self._samples else None
+        return self._latency_s
 
     def steps(self, max_delay: int) -> int:
         """The current d in control steps."""
