@@ -129,3 +129,37 @@ def test_trimmed_prompt_padding_gives_the_same_velocities():
     long_inputs = Pi05Inputs(images, image_masks, torch.cat([tokens, pad], 1), torch.cat([masks, pad.bool()], 1))
     v_long = model.forward_joint(long_inputs, x, tau)
     torch.testing.assert_close(v_short, v_long, rtol=1e-4, atol=1e-5)
+
+
+def test_vision_probe_is_logged_and_does_not_change_training(tmp_path, episodes):
+    probed = trainer.train(_config(tmp_path / "a", steps=5, vision_probe_every=2), episodes=episodes)
+    plain = trainer.train(_config(tmp_path / "b", steps=5, vision_probe_every=0), episodes=episodes)
+    assert probed.loss_curve == plain.loss_curve  # the probe draws from its own seeds, under no_grad
+    log = json.loads((tmp_path / "a" / "p" / "train_log.json").read_text())
+    rows = log["vision_probe"]
+    assert [r["step"] for r in rows] == [2, 4, 5]
+    for r in rows:
+        assert r["image_gain"] == pytest.approx(r["loss_shuffled"] - r["loss"])
+    assert probed.summary()["image_gain"] == pytest.approx(rows[-1]["image_gain"])
+    assert plain.summary()["image_gain"] is None and "vision_probe" not in plain.metadata
+
+
+def test_image_gain_is_zero_exactly_when_the_images_cannot_matter(tmp_path, episodes):
+    from vlash.train.data import TrainingData
+    from vlash.train.stats import dataset_normalizer
+    from vlash.train.tokenizer_train import train_tokenizer
+    from vlash.train.vision_use import VisionProbe
+
+    config, spec = load_preset(MICRO), _config(tmp_path).sample_spec(50)
+    tok = train_tokenizer({e.instruction for e in episodes}, tmp_path, max_vocab=config.vocab_size)
+    data = TrainingData(episodes, config, tok, dataset_normalizer(episodes, 50), spec, progress=False, relative=True)
+    probe = VisionProbe.draw(data, 8, seed=0, has_alpha=0.6, u0=0.9)
+    model = build_random(data.model_config, seed=0)
+    seeing = probe.measure(model)
+    assert seeing["image_gain"] != 0.0  # a random model's velocities depend on its images
+    with torch.no_grad():  # cut the image tokens off: the projector maps every image to its bias
+        model.projector.weight.zero_()
+    blind = probe.measure(model)
+    assert blind["image_gain"] == 0.0 and blind["loss"] == blind["loss_shuffled"]
+    with pytest.raises(ValueError, match="2 samples"):
+        VisionProbe.draw(data, 1, seed=0, has_alpha=0.6, u0=0.9)

@@ -34,6 +34,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--log-every", type=int, default=25, help="steps per progress update")
     p.add_argument("--checkpoint-every", type=int, default=0, help="also write the policy every N steps (0: off)")
+    p.add_argument(
+        "--vision-probe-every",
+        type=int,
+        default=TrainConfig.vision_probe_every,
+        help="measure image_gain (loss with shuffled images - loss) every N steps; 0: off",
+    )
     p.add_argument("--keep-failed", action="store_true", help="train on failed expert episodes too")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -60,6 +66,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         dataset=args.dataset,
         log_every=args.log_every,
         checkpoint_every=args.checkpoint_every,
+        vision_probe_every=args.vision_probe_every,
         progress=not args.quiet,
     )
 

@@ -40,6 +40,7 @@ class TrainConfig:
     dataset: str | None = None  # .npz of recorded episodes: loaded when it exists, else recorded and saved
     log_every: int = 25  # steps per progress-bar update and per loss-log line, >= 1
     checkpoint_every: int = 0  # write the policy directory every this many steps too; 0: only at the end
+    vision_probe_every: int = 100  # measure image_gain (train.vision_use) every this many steps and at the end; 0: off
     progress: bool = True  # draw progress bars
     trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
     relative_actions: bool = True  # predict the chunk relative to the given state (openpi's DeltaActions)
@@ -63,6 +64,7 @@ class TrainConfig:
             "num_threads": (self.num_threads, 1),
             "log_every": (self.log_every, 1),
             "checkpoint_every": (self.checkpoint_every, 0),
+            "vision_probe_every": (self.vision_probe_every, 0),
         }
         for name, (value, low) in ints.items():
             if not isinstance(value, int) or value < low:
@@ -124,4 +126,5 @@ class TrainResult:
             "episodes": self.num_episodes,
             "frames": self.num_frames,
             "expert_success_rate": self.success_rate,
+            "image_gain": self.metadata.get("image_gain"),  # None when the vision probe was off
         }

@@ -35,10 +35,12 @@ from vlash.train.output import git_commit, with_config, write_policy
 from vlash.train.progress import progress_bar
 from vlash.train.stats import dataset_normalizer
 from vlash.train.tokenizer_train import train_tokenizer
+from vlash.train.vision_use import VisionProbe
 
 log = logging.getLogger(__name__)
 
 HAS_ALPHA = 0.6  # horizon-aware schedule exponent (ALGORITHMS.md §3 default)
+VISION_PROBE_SIZE = 32  # samples in the fixed image_gain probe batch
 ADAM_BETAS = (0.9, 0.95)  # openpi's AdamW betas
 
 
@@ -81,6 +83,11 @@ def make_optimizer(model: Pi05Model, config: TrainConfig) -> tuple[torch.optim.O
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, config))
 
 
+def has_u0(model: Pi05Model) -> float:
+    """The horizon-aware schedule's u0 for the model's step count (the first action is final after one step)."""
+    return (model.config.num_steps - 1) / model.config.num_steps
+
+
 def flow_step(
     model: Pi05Model, batch: TrainBatch, generator: torch.Generator, real_dims: int, pad_weight: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,8 +95,7 @@ def flow_step(
     cfg = model.config
     actions = batch.actions
     t = draw_times(actions.shape[0], generator)
-    u0 = (cfg.num_steps - 1) / cfg.num_steps
-    tau = token_times(t, batch.prefix_len, batch.use_has, cfg.action_horizon, alpha=HAS_ALPHA, u0=u0)
+    tau = token_times(t, batch.prefix_len, batch.use_has, cfg.action_horizon, alpha=HAS_ALPHA, u0=has_u0(model))
     noise = torch.randn(actions.shape, generator=generator)
     x_t, u = noisy_actions(actions, noise, tau)
     v = model.forward_joint(batch.inputs, x_t, tau)
@@ -99,11 +105,16 @@ def flow_step(
 def run_steps(
     model: Pi05Model, data: TrainingData, config: TrainConfig, checkpoint: Callable[[int, dict], None]
 ) -> tuple[dict[str, list[float]], float]:
-    """The optimization loop; returns ({"loss": [...], "real_loss": [...], "lr": [...]}, seconds)."""
+    """The optimization loop; returns ({"loss": [...], "real_loss": [...], "lr": [...], "vision_probe": [...]},
+    seconds). "vision_probe" holds {"step", "loss", "loss_shuffled", "image_gain"} rows (train.vision_use)."""
     opt, schedule = make_optimizer(model, config)
+    probe = None
+    if config.vision_probe_every:
+        probe = VisionProbe.draw(data, VISION_PROBE_SIZE, config.seed, HAS_ALPHA, has_u0(model))
     rng = np.random.default_rng(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
-    curves: dict[str, list[float]] = {"loss": [], "real_loss": [], "lr": []}
+    curves: dict[str, list] = {"loss": [], "real_loss": [], "lr": [], "vision_probe": []}
+    gain = ""
     model.train()
     start, reported = time.perf_counter(), 0
     with progress_bar("training", total=config.steps, enabled=config.progress) as advance:
@@ -121,9 +132,12 @@ def run_steps(
             curves["loss"].append(loss.item())
             curves["real_loss"].append(real.item())
             done = step + 1
+            if probe is not None and (done % config.vision_probe_every == 0 or done == config.steps):
+                curves["vision_probe"].append({"step": done, **probe.measure(model)})
+                gain = f"  image_gain {curves['vision_probe'][-1]['image_gain']:+.4f}"
             if done % config.log_every == 0 or done == config.steps:
                 rate = done / (time.perf_counter() - start)
-                info = f"loss {np.mean(curves['loss'][-config.log_every :]):.4f}  {rate:.2f} steps/s"
+                info = f"loss {np.mean(curves['loss'][-config.log_every :]):.4f}{gain}  {rate:.2f} steps/s"
                 advance(done - reported, info)
                 reported = done
                 log.info("step %d: %s", done, info)
@@ -214,6 +228,8 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
             "steps_per_s": config.steps / train_s,
             "real_loss": _tail_mean(curves["real_loss"], config.log_every),
         }
+        if curves["vision_probe"]:
+            timing["image_gain"] = curves["vision_probe"][-1]["image_gain"]
         out = save(config.steps, curves, timing)
     return TrainResult(
         out=out,
