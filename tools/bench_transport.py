@@ -3,7 +3,9 @@
 Each round trip sends an INFER (2 x 224x224x3 uint8 images + a 32-dim state) through the real encode /
 decode + PolicyClient path and gets back an ACTIONS message holding a 50x32 float32 chunk. The echo server
 runs in its own process (as a policy server would). The "raw" rows send the same bytes over bare
-DEALER/ROUTER sockets without the codec, to separate transport from codec; "no send check" skips the
+DEALER/ROUTER sockets without the codec, to separate transport from codec (copying on send as PolicyClient
+does; "raw zero-copy" sends the image buffers with copy=False, which pyzmq releases through its
+garbage-collector thread, slower on this 2-core VM); "no send check" skips the
 sender-side validation (encode(validate=False) on both ends: one decode per message instead of two);
 "codec only" is the four codec calls of a round trip in process, without sockets.
 
@@ -100,7 +102,7 @@ def protocol_round_trips(endpoint: str, rounds: int, validate: bool = True) -> l
     return samples
 
 
-def raw_round_trips(context: zmq.Context, endpoint: str, rounds: int) -> list[float]:
+def raw_round_trips(context: zmq.Context, endpoint: str, rounds: int, copy: bool = True) -> list[float]:
     request = make_request(0)
     frames = [b"h" * 300, request.state.data, request.images["front"].data, request.images["wrist"].data]
     socket = context.socket(zmq.DEALER)
@@ -109,7 +111,7 @@ def raw_round_trips(context: zmq.Context, endpoint: str, rounds: int) -> list[fl
     samples = []
     for _ in range(rounds):
         start = time.perf_counter()
-        socket.send_multipart(frames, copy=False)
+        socket.send_multipart(frames, copy=copy)
         if not socket.poll(5000):
             raise TimeoutError("echo server did not answer within 5 s")
         socket.recv_multipart(copy=False)
@@ -142,20 +144,21 @@ def summarize(path: str, transport: str, samples: np.ndarray) -> dict:
     }
 
 
-PATHS = {  # row label -> (raw sockets, validate on send)
-    "protocol+client": (False, True),
-    "  no send check": (False, False),
-    "raw zmq": (True, False),
+PATHS = {  # row label -> (raw sockets, validate on send, copy on send)
+    "protocol+client": (False, True, True),
+    "  no send check": (False, False, True),
+    "raw zmq": (True, False, True),
+    "raw zero-copy": (True, False, False),
 }
 
 
 def measure(context: zmq.Context, transport: str, path: str, rounds: int, warmup: int, tmp: str) -> dict:
-    raw, validate = PATHS[path]
+    raw, validate, copy = PATHS[path]
     endpoint = "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{tmp}/bench-{len(path)}.sock"
     server = EchoServer(endpoint, raw, validate)
     try:
         if raw:
-            run = lambda n: raw_round_trips(context, server.endpoint, n)  # noqa: E731
+            run = lambda n: raw_round_trips(context, server.endpoint, n, copy)  # noqa: E731
         else:
             run = lambda n: protocol_round_trips(server.endpoint, n, validate)  # noqa: E731
         run(warmup)

@@ -35,6 +35,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-every", type=int, default=25, help="steps per progress update")
     p.add_argument("--checkpoint-every", type=int, default=0, help="also write the policy every N steps (0: off)")
     p.add_argument(
+        "--vision-aux-weight",
+        type=float,
+        default=TrainConfig.vision_aux_weight,
+        help="weight of the per-patch item-label loss on the vision tower (needs simulator episodes); 0: off",
+    )
+    p.add_argument(
+        "--target-aux-weight",
+        type=float,
+        default=TrainConfig.target_aux_weight,
+        help="weight of the task-target (x, y) regression from the VLM's last prompt token; 0: off",
+    )
+    p.add_argument(
         "--vision-probe-every",
         type=int,
         default=TrainConfig.vision_probe_every,
@@ -66,6 +78,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         dataset=args.dataset,
         log_every=args.log_every,
         checkpoint_every=args.checkpoint_every,
+        vision_aux_weight=args.vision_aux_weight,
+        target_aux_weight=args.target_aux_weight,
         vision_probe_every=args.vision_probe_every,
         progress=not args.quiet,
     )

@@ -40,6 +40,10 @@ class TrainConfig:
     dataset: str | None = None  # .npz of recorded episodes: loaded when it exists, else recorded and saved
     log_every: int = 25  # steps per progress-bar update and per loss-log line, >= 1
     checkpoint_every: int = 0  # write the policy directory every this many steps too; 0: only at the end
+    # weight of the per-patch item-label loss on the vision tower (train.vision_aux); 0: flow loss only
+    vision_aux_weight: float = 1.0
+    # weight of the task-target regression from the VLM's last prompt token (train.vision_aux); 0: off
+    target_aux_weight: float = 0.0
     vision_probe_every: int = 100  # measure image_gain (train.vision_use) every this many steps and at the end; 0: off
     progress: bool = True  # draw progress bars
     trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
@@ -77,6 +81,10 @@ class TrainConfig:
             raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
         if not (0.0 <= self.min_lr_ratio <= 1.0):
             raise ConfigError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+        for name in ("vision_aux_weight", "target_aux_weight"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{name} must be >= 0, got {value!r}")
         if not (math.isfinite(self.pad_loss_weight) and self.pad_loss_weight >= 0):
             raise ConfigError(f"pad_loss_weight must be >= 0, got {self.pad_loss_weight!r}")
         if not str(self.out):

@@ -29,6 +29,7 @@ from vlash.train.errors import TrainError
 from vlash.train.progress import progress_bar
 from vlash.train.samples import FrameTable, SampleBatch, SampleSpec
 from vlash.train.stats import ACTION_KEY, STATE_KEY
+from vlash.train.vision_aux import ReplayLabels
 
 
 @dataclass
@@ -40,6 +41,9 @@ class TrainBatch:
     loss_mask: Tensor  # bool [B, H] real targets after the committed prefix
     prefix_len: Tensor  # int64 [B]
     use_has: Tensor  # bool [B]
+    patch_labels: Tensor | None = None  # bool [B, P, C] items per vision patch of camera 0 (train.vision_aux)
+    target_xy: Tensor | None = None  # float32 [B, 2] the task's current target at the image frame
+    has_target: Tensor | None = None  # bool [B]
 
 
 def model_images(episodes: Sequence[Episode], size: int, progress: bool = True) -> np.ndarray:
@@ -86,6 +90,7 @@ class TrainingData:
         self.token_len = self.prompt_len if trim_prompt else config.max_token_len
         self.encoder = Pi05PromptEncoder(tokenizer, max_len=self.token_len, state_dims=self.state_dims)
         self.images = model_images(episodes, config.vision.image_size, progress)
+        self.labels: ReplayLabels | None = None  # per frame, set when training with the vision / target aux
 
     def _longest_prompt(self, encoder: Pi05PromptEncoder, instructions: set[str]) -> int:
         """Prompt tokens of the longest instruction; every state bin is one token, so states do not matter."""
@@ -134,4 +139,14 @@ class TrainingData:
             loss_mask=torch.from_numpy(batch.loss_mask),
             prefix_len=torch.from_numpy(batch.prefix_len),
             use_has=torch.from_numpy(batch.use_has),
+            **self._label_tensors(batch.frames),
         )
+
+    def _label_tensors(self, frames: np.ndarray) -> dict[str, Tensor]:
+        if self.labels is None:
+            return {}
+        return {
+            "patch_labels": torch.from_numpy(self.labels.patches[frames]),
+            "target_xy": torch.from_numpy(self.labels.target_xy[frames]),
+            "has_target": torch.from_numpy(self.labels.has_target[frames]),
+        }

@@ -35,6 +35,7 @@ from vlash.train.output import git_commit, with_config, write_policy
 from vlash.train.progress import progress_bar
 from vlash.train.stats import dataset_normalizer
 from vlash.train.tokenizer_train import train_tokenizer
+from vlash.train.vision_aux import FeatureTap, PatchLabelHead, TargetHead, dataset_labels, palette
 from vlash.train.vision_use import VisionProbe
 
 log = logging.getLogger(__name__)
@@ -73,10 +74,14 @@ def lr_factor(step: int, config: TrainConfig) -> float:
     return config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine
 
 
-def make_optimizer(model: Pi05Model, config: TrainConfig) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW with weight decay on weight matrices only (not norms, biases, embeddings) + the LR schedule."""
+def make_optimizer(
+    model: Pi05Model, config: TrainConfig, extra: torch.nn.Module | None = None
+) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW with weight decay on weight matrices only (not norms, biases, embeddings) + the LR schedule;
+    `extra` (a training-only head) is optimized alongside."""
     decay, plain = [], []
-    for name, p in model.named_parameters():
+    named = [*model.named_parameters(), *(extra.named_parameters() if extra is not None else [])]
+    for name, p in named:
         (decay if p.ndim >= 2 and "embed" not in name else plain).append(p)
     groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": plain, "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=config.lr, betas=ADAM_BETAS)
@@ -88,18 +93,69 @@ def has_u0(model: Pi05Model) -> float:
     return (model.config.num_steps - 1) / model.config.num_steps
 
 
+class Auxiliaries:
+    """Training-only heads (train.vision_aux), not part of the policy: per-patch item labels on the vision
+    tower's camera-0 tokens, and the task's target (x, y) from the VLM's output at the last prompt token."""
+
+    def __init__(self, model: Pi05Model, vision_weight: float, target_weight: float) -> None:
+        cfg = model.config
+        self.weights = {"vision": vision_weight, "target": target_weight}
+        self.heads = torch.nn.ModuleDict()
+        self.tap = None
+        if vision_weight > 0:
+            self.heads["vision"] = PatchLabelHead(cfg.vision.width, len(palette()))
+            self.tap = FeatureTap(model.vision)
+        if target_weight > 0:
+            self.heads["target"] = TargetHead(cfg.vlm.width)
+        self.cameras, self.image_tokens = cfg.num_cameras, cfg.num_cameras * cfg.vision.num_patches
+
+    @property
+    def needs_prefix(self) -> bool:
+        return "target" in self.heads
+
+    def losses(self, batch: TrainBatch, prefix_out: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        if batch.patch_labels is None:
+            raise TrainError("the batch has no replayed labels (TrainingData.labels is unset)")
+        out = {}
+        if self.tap is not None:
+            out["vision"] = self.heads["vision"].loss(self.tap.take()[:: self.cameras], batch.patch_labels)
+        if prefix_out is not None:
+            last = batch.inputs.token_masks.sum(1) - 1 + self.image_tokens
+            out["target"] = self.heads["target"].loss(prefix_out, last, batch.target_xy, batch.has_target)
+        return out
+
+    def total(self, losses: dict[str, torch.Tensor]) -> torch.Tensor:
+        return sum(self.weights[name] * value for name, value in losses.items())
+
+    def close(self) -> None:
+        if self.tap is not None:
+            self.tap.close()
+
+
 def flow_step(
-    model: Pi05Model, batch: TrainBatch, generator: torch.Generator, real_dims: int, pad_weight: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(loss, real-dims loss) of one batch: draw times and noise, noise the targets, predict velocities."""
+    model: Pi05Model,
+    batch: TrainBatch,
+    generator: torch.Generator,
+    real_dims: int,
+    pad_weight: float,
+    aux: Auxiliaries | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """(loss, real-dims flow loss, auxiliary losses by name) of one batch: draw times and noise, noise the
+    targets, predict velocities; the optimized loss adds the weighted auxiliary losses."""
     cfg = model.config
     actions = batch.actions
     t = draw_times(actions.shape[0], generator)
     tau = token_times(t, batch.prefix_len, batch.use_has, cfg.action_horizon, alpha=HAS_ALPHA, u0=has_u0(model))
     noise = torch.randn(actions.shape, generator=generator)
     x_t, u = noisy_actions(actions, noise, tau)
-    v = model.forward_joint(batch.inputs, x_t, tau)
-    return flow_loss(v, u, batch.loss_mask, tau, real_dims, pad_weight)
+    if aux is None:
+        v = model.forward_joint(batch.inputs, x_t, tau)
+        return *flow_loss(v, u, batch.loss_mask, tau, real_dims, pad_weight), {}
+    out = model.forward_joint(batch.inputs, x_t, tau, return_prefix=aux.needs_prefix)
+    v, prefix_out = out if aux.needs_prefix else (out, None)
+    loss, real = flow_loss(v, u, batch.loss_mask, tau, real_dims, pad_weight)
+    losses = aux.losses(batch, prefix_out)
+    return loss + aux.total(losses), real, losses
 
 
 def run_steps(
@@ -107,42 +163,55 @@ def run_steps(
 ) -> tuple[dict[str, list[float]], float]:
     """The optimization loop; returns ({"loss": [...], "real_loss": [...], "lr": [...], "vision_probe": [...]},
     seconds). "vision_probe" holds {"step", "loss", "loss_shuffled", "image_gain"} rows (train.vision_use)."""
-    opt, schedule = make_optimizer(model, config)
+    aux = None
+    if config.vision_aux_weight > 0 or config.target_aux_weight > 0:
+        aux = Auxiliaries(model, config.vision_aux_weight, config.target_aux_weight)
+    opt, schedule = make_optimizer(model, config, aux.heads if aux is not None else None)
+    params = [p for group in opt.param_groups for p in group["params"]]
     probe = None
     if config.vision_probe_every:
         probe = VisionProbe.draw(data, VISION_PROBE_SIZE, config.seed, HAS_ALPHA, has_u0(model))
     rng = np.random.default_rng(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     curves: dict[str, list] = {"loss": [], "real_loss": [], "lr": [], "vision_probe": []}
+    curves |= {f"{name}_aux_loss": [] for name in (aux.heads if aux is not None else [])}
     gain = ""
     model.train()
     start, reported = time.perf_counter(), 0
-    with progress_bar("training", total=config.steps, enabled=config.progress) as advance:
-        for step in range(config.steps):
-            batch = data.batch(config.batch_size, rng)
-            loss, real = flow_step(model, batch, generator, data.state_dims, config.pad_loss_weight)
-            if not torch.isfinite(loss):
-                raise TrainError(f"loss is {loss.item()} at step {step}; lower the learning rate (now {config.lr})")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            curves["lr"].append(schedule.get_last_lr()[0])
-            opt.step()
-            schedule.step()
-            curves["loss"].append(loss.item())
-            curves["real_loss"].append(real.item())
-            done = step + 1
-            if probe is not None and (done % config.vision_probe_every == 0 or done == config.steps):
-                curves["vision_probe"].append({"step": done, **probe.measure(model)})
-                gain = f"  image_gain {curves['vision_probe'][-1]['image_gain']:+.4f}"
-            if done % config.log_every == 0 or done == config.steps:
-                rate = done / (time.perf_counter() - start)
-                info = f"loss {np.mean(curves['loss'][-config.log_every :]):.4f}{gain}  {rate:.2f} steps/s"
-                advance(done - reported, info)
-                reported = done
-                log.info("step %d: %s", done, info)
-            if config.checkpoint_every and done % config.checkpoint_every == 0 and done < config.steps:
-                checkpoint(done, curves)
+    try:
+        with progress_bar("training", total=config.steps, enabled=config.progress) as advance:
+            for step in range(config.steps):
+                batch = data.batch(config.batch_size, rng)
+                loss, real, aux_losses = flow_step(
+                    model, batch, generator, data.state_dims, config.pad_loss_weight, aux
+                )
+                if not torch.isfinite(loss):
+                    raise TrainError(f"loss is {loss.item()} at step {step}; lower the learning rate (now {config.lr})")
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+                curves["lr"].append(schedule.get_last_lr()[0])
+                opt.step()
+                schedule.step()
+                curves["loss"].append(loss.item())
+                curves["real_loss"].append(real.item())
+                for name, value in aux_losses.items():
+                    curves[f"{name}_aux_loss"].append(value.item())
+                done = step + 1
+                if probe is not None and (done % config.vision_probe_every == 0 or done == config.steps):
+                    curves["vision_probe"].append({"step": done, **probe.measure(model)})
+                    gain = f"  image_gain {curves['vision_probe'][-1]['image_gain']:+.4f}"
+                if done % config.log_every == 0 or done == config.steps:
+                    rate = done / (time.perf_counter() - start)
+                    info = f"loss {np.mean(curves['loss'][-config.log_every :]):.4f}{gain}  {rate:.2f} steps/s"
+                    advance(done - reported, info)
+                    reported = done
+                    log.info("step %d: %s", done, info)
+                if config.checkpoint_every and done % config.checkpoint_every == 0 and done < config.steps:
+                    checkpoint(done, curves)
+    finally:
+        if aux is not None:
+            aux.tap.close()
     return curves, time.perf_counter() - start
 
 
@@ -213,6 +282,9 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
         data = TrainingData(
             kept, policy, tokenizer_file, normalizer, spec, config.trim_prompt, config.progress, config.relative_actions
         )
+        if config.vision_aux_weight > 0 or config.target_aux_weight > 0:
+            side = policy.vision.image_size // policy.vision.patch_size
+            data.labels = dataset_labels(data.table.episodes, side, config.progress)
         model = build_random(data.model_config, seed=config.seed)
         vocab = tokenizer_vocab(tokenizer_file) if config.bin_embedding_init else None
         if config.scratch_init:
@@ -228,6 +300,9 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
             "steps_per_s": config.steps / train_s,
             "real_loss": _tail_mean(curves["real_loss"], config.log_every),
         }
+        for name in ("vision", "target"):
+            if curves.get(f"{name}_aux_loss"):
+                timing[f"{name}_aux_loss"] = _tail_mean(curves[f"{name}_aux_loss"], config.log_every)
         if curves["vision_probe"]:
             timing["image_gain"] = curves["vision_probe"][-1]["image_gain"]
         out = save(config.steps, curves, timing)

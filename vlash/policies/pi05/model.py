@@ -153,8 +153,11 @@ class Pi05Model(nn.Module):
         return self.action_out_proj(self.expert.final_norm(x, cond))
 
     # ---------------------------------------------------------------- joint (training) path
-    def forward_joint(self, inputs: Pi05Inputs, x_t: Tensor, tau: Tensor) -> Tensor:
-        """One forward over [prefix; actions] with openpi's training mask; returns v [B, H, A]."""
+    def forward_joint(
+        self, inputs: Pi05Inputs, x_t: Tensor, tau: Tensor, return_prefix: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """One forward over [prefix; actions] with openpi's training mask; returns v [B, H, A], and with
+        `return_prefix` also the VLM's final-norm output over the prefix [B, P, W] (for training heads)."""
         self._check_suffix(x_t, tau)
         prefix, prefix_valid = self.embed_prefix(inputs)
         cond = self.time_condition(tau)
@@ -174,7 +177,8 @@ class Pi05Model(nn.Module):
             out = attend(q, k, v, bias)
             prefix = vlm_layer.finish(prefix, out[:, :plen], pq)
             suffix = exp_layer.finish(suffix, out[:, plen:], sq, cond)
-        return self.action_out_proj(self.expert.final_norm(suffix, cond))
+        v = self.action_out_proj(self.expert.final_norm(suffix, cond))
+        return (v, self.vlm.final_norm(prefix)) if return_prefix else v
 
     # ---------------------------------------------------------------- checks
     def _check_inputs(self, inputs: Pi05Inputs) -> None:

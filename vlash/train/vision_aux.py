@@ -1,0 +1,138 @@
+"""Patch-level supervision of the vision tower with the simulator's item labels (a training-only auxiliary).
+
+pi0.5 starts from a pretrained SigLIP whose patch features already name colours and objects, so the
+VLM can look up "the red target" from its first step. From scratch they do not: on `reach` the flow loss
+alone never taught pi05-tiny to find the named target (image_gain stayed 0; tools/probe_grounding.py: even a
+direct regression of the goal from the prefix did not get there in 3,000 steps). What does get there is
+supervising each patch with what is drawn in it: a linear head on every vision token predicts, per palette
+colour, whether an item of that colour has its centre in the patch (multi-label BCE). With that term the
+prefix probe's goal loss dropped from 0.64 to 0.34 by step 1,200; see docs/EVALUATION.md.
+
+Labels come from replaying each episode in the simulator (reset with its seed, its recorded actions):
+`task.draw_items` at every frame, checked against the recorded images so a non-replayable episode fails
+loudly. The head is not part of the policy checkpoint; inference never runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from vlash.train.episodes import Episode
+from vlash.train.errors import TrainError
+from vlash.train.progress import progress_bar
+
+
+def palette() -> list[tuple[int, int, int]]:
+    """The RGB colours items can have (the label classes, in a fixed order)."""
+    from robot_io.sim.tasks.base import BALL_COLOR, COLORS
+
+    return [*COLORS.values(), BALL_COLOR]
+
+
+def patch_index(xy: np.ndarray, side: int) -> int:
+    """Row-major patch of world point xy in a side x side grid over the camera's [-1, 1]^2 view (y up)."""
+    col = int(np.clip(np.floor((xy[0] + 1.0) / 2.0 * side), 0, side - 1))
+    row = int(np.clip(np.floor((1.0 - xy[1]) / 2.0 * side), 0, side - 1))
+    return row * side + col
+
+
+@dataclass(frozen=True)
+class ReplayLabels:
+    """Per-frame labels replayed from the simulator."""
+
+    patches: np.ndarray  # bool [T, side * side, C]: palette colours with an item centred in each patch
+    target_xy: np.ndarray  # float32 [T, 2]: the task's currently relevant target (task.target_xy), 0 if none
+    has_target: np.ndarray  # bool [T]: whether there is one
+
+
+def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
+    """Replay `episode` (reset with its seed, step its actions) and label every frame."""
+    from robot_io.sim import make_env
+
+    colors = {rgb: i for i, rgb in enumerate(palette())}
+    env = env or make_env(episode.task, image_size=episode.images.shape[1])
+    obs, _ = env.reset(seed=episode.seed)
+    patches = np.zeros((len(episode), side * side, len(colors)), dtype=bool)
+    target, has_target = np.zeros((len(episode), 2), np.float32), np.zeros(len(episode), bool)
+    for t in range(len(episode)):
+        if not np.array_equal(obs["image"], episode.images[t]):
+            raise TrainError(
+                f"episode {episode.task!r} seed {episode.seed} does not replay in robot_io.sim (frame {t} "
+                "differs): vision-aux labels need simulator episodes; train with --vision-aux-weight 0"
+            )
+        for item in env.task.draw_items(env.world, env.step_index):
+            if tuple(item.rgb) in colors:
+                patches[t, patch_index(np.asarray(item.xy), side), colors[tuple(item.rgb)]] = True
+        xy = env.task.target_xy(env.world, env.step_index)
+        if xy is not None:
+            target[t], has_target[t] = xy, True
+        if t + 1 < len(episode):
+            obs, *_ = env.step(episode.actions[t])
+    return ReplayLabels(patches, target, has_target)
+
+
+def dataset_labels(episodes: Sequence[Episode], side: int, progress: bool = True) -> ReplayLabels:
+    """The labels of all episodes, concatenated in FrameTable order (episode by episode)."""
+    from robot_io.sim import make_env
+
+    out, envs = [], {}
+    with progress_bar("vision labels", total=len(episodes), enabled=progress) as advance:
+        for e in episodes:
+            key = (e.task, e.images.shape[1])
+            if key not in envs:
+                envs[key] = make_env(e.task, image_size=e.images.shape[1])
+            out.append(replay_labels(e, side, envs[key]))
+            advance(1, "")
+    return ReplayLabels(*(np.concatenate([getattr(r, f) for r in out]) for f in ("patches", "target_xy", "has_target")))
+
+
+class PatchLabelHead(nn.Module):
+    """Linear per-patch classifier on the vision tower's output tokens [N, P, W] -> logits [N, P, C]."""
+
+    def __init__(self, width: int, classes: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(width, classes)
+
+    def loss(self, features: Tensor, labels: Tensor) -> Tensor:
+        """Mean binary cross-entropy over patches and classes; labels bool [N, P, C]."""
+        logits = self.proj(features.float())
+        return nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+
+class TargetHead(nn.Module):
+    """Linear head on the VLM's output at the last prompt token -> the task's target (x, y)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(width, 2)
+
+    def loss(self, prefix_out: Tensor, last: Tensor, target: Tensor, has_target: Tensor) -> Tensor:
+        """Mean squared error [world units^2] over the samples that have a target; prefix_out [B, P, W]."""
+        pred = self.proj(prefix_out[torch.arange(len(last)), last].float())
+        err = (pred - target).square().mean(-1) * has_target
+        return err.sum() / has_target.sum().clamp(min=1)
+
+
+class FeatureTap:
+    """Keeps the last output of a module (the vision tower inside Pi05Model.forward_joint) without a second pass."""
+
+    def __init__(self, module: nn.Module) -> None:
+        self.output: Tensor | None = None
+        self._handle = module.register_forward_hook(self._keep)
+
+    def _keep(self, _module: nn.Module, _inputs: tuple, output: Tensor) -> None:
+        self.output = output
+
+    def take(self) -> Tensor:
+        if self.output is None:
+            raise TrainError("the vision tower did not run in this step")
+        out, self.output = self.output, None
+        return out
+
+    def close(self) -> None:
+        self._handle.remove()
