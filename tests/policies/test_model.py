@@ -88,3 +88,19 @@ def test_with_cameras_keeps_the_first_names_and_adds_extras():
     assert cfg.with_cameras(4).camera_names[-1] == "extra_0_rgb" and cfg.with_cameras(4).num_cameras == 4
     with pytest.raises(ConfigError, match="camera count must be >= 1"):
         cfg.with_cameras(0)
+
+
+def test_forward_joint_can_return_the_prefix_stream_entering_a_layer(two_camera_tiny):
+    model, cfg = two_camera_tiny, two_camera_tiny.config
+    inputs = random_inputs(cfg, batch=2)
+    x_t, tau = torch.randn(2, cfg.action_horizon, cfg.action_dim), torch.full((2, cfg.action_horizon), 0.7)
+    with torch.no_grad():
+        plain = model.forward_joint(inputs, x_t, tau)
+        v0, first = model.forward_joint(inputs, x_t, tau, prefix_layer=0)
+        v_last, last = model.forward_joint(inputs, x_t, tau, prefix_layer=cfg.vlm.depth)
+        _, prefix_out = model.encode_prefix(inputs)
+    torch.testing.assert_close(v0, plain, atol=0, rtol=0)  # tapping does not change the velocities
+    torch.testing.assert_close(first, model.embed_prefix(inputs)[0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(model.vlm.final_norm(last), prefix_out, atol=1e-5, rtol=0)
+    with pytest.raises(ShapeError, match="prefix_layer"):
+        model.forward_joint(inputs, x_t, tau, prefix_layer=cfg.vlm.depth + 1)

@@ -108,10 +108,7 @@ class Auxiliaries:
         if target_weight > 0:
             self.heads["target"] = TargetHead(cfg.vlm.width)
         self.cameras, self.image_tokens = cfg.num_cameras, cfg.num_cameras * cfg.vision.num_patches
-
-    @property
-    def needs_prefix(self) -> bool:
-        return "target" in self.heads
+        self.prefix_layer = cfg.vlm.depth - 1 if "target" in self.heads else None  # see TargetHead
 
     def losses(self, batch: TrainBatch, prefix_out: torch.Tensor | None) -> dict[str, torch.Tensor]:
         if batch.patch_labels is None:
@@ -151,8 +148,8 @@ def flow_step(
     if aux is None:
         v = model.forward_joint(batch.inputs, x_t, tau)
         return *flow_loss(v, u, batch.loss_mask, tau, real_dims, pad_weight), {}
-    out = model.forward_joint(batch.inputs, x_t, tau, return_prefix=aux.needs_prefix)
-    v, prefix_out = out if aux.needs_prefix else (out, None)
+    out = model.forward_joint(batch.inputs, x_t, tau, prefix_layer=aux.prefix_layer)
+    v, prefix_out = out if aux.prefix_layer is not None else (out, None)
     loss, real = flow_loss(v, u, batch.loss_mask, tau, real_dims, pad_weight)
     losses = aux.losses(batch, prefix_out)
     return loss + aux.total(losses), real, losses

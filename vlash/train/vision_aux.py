@@ -105,15 +105,22 @@ class PatchLabelHead(nn.Module):
 
 
 class TargetHead(nn.Module):
-    """Linear head on the VLM's output at the last prompt token -> the task's target (x, y)."""
+    """LayerNorm + linear head on the VLM's residual stream at the last prompt token -> the task's target (x, y).
+
+    It reads the stream entering the VLM's last layer, not the final output: the action expert attends to
+    each VLM layer's keys and values, computed from that layer's input, so what only the last layer's
+    output holds is never visible to it (a head on the final output taught the VLM the target while the
+    expert's image_gain stayed 0).
+    """
 
     def __init__(self, width: int) -> None:
         super().__init__()
+        self.norm = nn.LayerNorm(width)
         self.proj = nn.Linear(width, 2)
 
     def loss(self, prefix_out: Tensor, last: Tensor, target: Tensor, has_target: Tensor) -> Tensor:
         """Mean squared error [world units^2] over the samples that have a target; prefix_out [B, P, W]."""
-        pred = self.proj(prefix_out[torch.arange(len(last)), last].float())
+        pred = self.proj(self.norm(prefix_out[torch.arange(len(last)), last].float()))
         err = (pred - target).square().mean(-1) * has_target
         return err.sum() / has_target.sum().clamp(min=1)
 

@@ -154,10 +154,11 @@ class Pi05Model(nn.Module):
 
     # ---------------------------------------------------------------- joint (training) path
     def forward_joint(
-        self, inputs: Pi05Inputs, x_t: Tensor, tau: Tensor, return_prefix: bool = False
+        self, inputs: Pi05Inputs, x_t: Tensor, tau: Tensor, prefix_layer: int | None = None
     ) -> Tensor | tuple[Tensor, Tensor]:
         """One forward over [prefix; actions] with openpi's training mask; returns v [B, H, A], and with
-        `return_prefix` also the VLM's final-norm output over the prefix [B, P, W] (for training heads)."""
+        `prefix_layer` = k also the prefix's residual stream entering VLM layer k [B, P, W] (k = depth: after
+        the last layer), for training heads."""
         self._check_suffix(x_t, tau)
         prefix, prefix_valid = self.embed_prefix(inputs)
         cond = self.time_condition(tau)
@@ -170,15 +171,22 @@ class Pi05Model(nn.Module):
         cfg = self.config.vlm
         cos, sin = rope_tables(torch.cumsum(valid.long(), dim=1) - 1, cfg.head_dim, cfg.rope_base)
         split = (cos[:, :, :plen], sin[:, :, :plen]), (cos[:, :, plen:], sin[:, :, plen:])
-        for vlm_layer, exp_layer in zip(self.vlm.layers, self.expert.layers, strict=True):
+        tapped = prefix if prefix_layer == 0 else None
+        for index, (vlm_layer, exp_layer) in enumerate(zip(self.vlm.layers, self.expert.layers, strict=True)):
             pq = vlm_layer.project_qkv(prefix, *split[0])
             sq = exp_layer.project_qkv(suffix, *split[1], cond)
             q, k, v = (torch.cat([a, b.to(a.dtype)], dim=2) for a, b in ((pq.q, sq.q), (pq.k, sq.k), (pq.v, sq.v)))
             out = attend(q, k, v, bias)
             prefix = vlm_layer.finish(prefix, out[:, :plen], pq)
             suffix = exp_layer.finish(suffix, out[:, plen:], sq, cond)
+            if prefix_layer == index + 1:
+                tapped = prefix
         v = self.action_out_proj(self.expert.final_norm(suffix, cond))
-        return (v, self.vlm.final_norm(prefix)) if return_prefix else v
+        if prefix_layer is None:
+            return v
+        if tapped is None:
+            raise ShapeError(f"prefix_layer must be in [0, {len(self.vlm.layers)}], got {prefix_layer}")
+        return v, tapped
 
     # ---------------------------------------------------------------- checks
     def _check_inputs(self, inputs: Pi05Inputs) -> None:
