@@ -10,10 +10,12 @@ print the loss every 50 steps next to the loss of predicting the mean (the "noth
   prompt token -> the (x, y) the episode ends at (the named target). Needs the colour-word lookup.
 
     python tools/probe_grounding.py --probe vision --steps 600
-    python tools/probe_grounding.py --probe prefix --steps 3000 [--image-size 56]
+    python tools/probe_grounding.py --probe prefix --steps 3000 [--image-size 56] [--patch-label-weight 1]
 
 --image-size overrides the preset's input resolution (patch size kept): 56 px gives 16 patches, ~2.4x
-faster steps. docs/EVALUATION.md records what these showed.
+faster steps. --patch-label-weight adds the per-patch item-label loss of vlash.train.vision_aux on the
+vision tower to the prefix probe (the printed loss then includes it). docs/EVALUATION.md records what
+these showed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from vlash.train.episodes import record_episodes
 from vlash.train.init import init_from_scratch, tokenizer_vocab
 from vlash.train.stats import dataset_normalizer
 from vlash.train.tokenizer_train import train_tokenizer
+from vlash.train.vision_aux import PatchLabelHead, dataset_labels, palette
 
 BATCH = 32
 
@@ -88,6 +91,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=600)
     parser.add_argument("--dataset", default=None, help=".npz of reach episodes (recorded there when missing)")
     parser.add_argument("--image-size", type=int, default=None, help="override the preset's input size")
+    parser.add_argument("--patch-label-weight", type=float, default=0.0, help="prefix probe: + per-patch labels")
     args = parser.parse_args()
     torch.set_num_threads(2)
     eps = episodes(args.dataset, args.episodes)
@@ -123,16 +127,23 @@ def main() -> None:
         init_from_scratch(model, tokenizer_vocab(tokenizer))
     model.train()
     head = torch.nn.Linear(policy.vlm.width, 2)
+    patch_head = PatchLabelHead(policy.vision.width, len(palette()))
+    if args.patch_label_weight > 0:
+        data.labels = dataset_labels(eps, policy.vision.image_size // policy.vision.patch_size, False)
     print(f"mean-prediction loss {goal.var(0).mean():.4f}")
 
     def loss_fn(rng):
         draw = data.table.draw(BATCH, data.spec, rng)
-        inputs = data.tensors(draw).inputs
-        _, out = model.encode_prefix(inputs)
-        last = inputs.token_masks.sum(1) - 1 + policy.num_cameras * policy.vision.num_patches
-        return (head(out[torch.arange(BATCH), last]) - torch.from_numpy(goal[draw.frames])).square().mean()
+        batch = data.tensors(draw)
+        _, out = model.encode_prefix(batch.inputs)
+        last = batch.inputs.token_masks.sum(1) - 1 + policy.num_cameras * policy.vision.num_patches
+        loss = (head(out[torch.arange(BATCH), last]) - torch.from_numpy(goal[draw.frames])).square().mean()
+        if args.patch_label_weight > 0:
+            features = model.vision(batch.inputs.images[:, 0])
+            loss = loss + args.patch_label_weight * patch_head.loss(features, batch.patch_labels)
+        return loss
 
-    parts = [model.vision, model.projector, model.vlm, head]
+    parts = [model.vision, model.projector, model.vlm, head, patch_head]
     train_loop(args.steps, args.lr, [p for m in parts for p in m.parameters()], loss_fn)
 
 

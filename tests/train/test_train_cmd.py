@@ -16,9 +16,8 @@ def test_train_command_reuses_a_dataset(tmp_path, capsys):
     data = save_episodes(tmp_path / "data.npz", dot_episodes(4))
     out = tmp_path / "policy"
     args = ["train", "--policy", MICRO, "--dataset", str(data), "--out", str(out), "--steps", "3", "--batch", "4"]
-    assert main([*args, "--quiet"]) == 2  # vision-aux labels (on by default) need simulator episodes
+    assert main([*args, "--quiet", "--vision-aux-weight", "1"]) == 2  # its labels need simulator episodes
     assert "does not replay in robot_io.sim" in capsys.readouterr().err and not out.exists()
-    args += ["--vision-aux-weight", "0"]
     assert main([*args, "--quiet", "--json", "--no-augment", "--d-max", "2"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["steps"] == 3 and summary["episodes"] == 4 and summary["out"] == str(out)

@@ -33,7 +33,6 @@ def _config(tmp_path, **kw) -> TrainConfig:
         log_every=5,
         progress=False,
         out=str(tmp_path / "p"),
-        vision_aux_weight=0.0,  # synthetic episodes do not replay in the simulator (see test_vision_aux.py)
     )
     return TrainConfig(**{**base, **kw})
 

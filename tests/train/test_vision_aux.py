@@ -59,7 +59,7 @@ def test_episodes_that_do_not_replay_are_refused():
 def test_a_training_run_with_the_vision_aux_logs_its_loss(tmp_path, reach_episodes):
     config = TrainConfig(
         policy=MICRO, steps=6, batch_size=4, lr=3e-3, warmup_steps=2, log_every=2, progress=False,
-        out=str(tmp_path / "p"), vision_probe_every=3,
+        out=str(tmp_path / "p"), vision_probe_every=3, vision_aux_weight=1.0,
     )  # fmt: skip
     result = trainer.train(config, episodes=reach_episodes)
     assert result.metadata["vision_aux_loss"] > 0

@@ -40,8 +40,9 @@ class TrainConfig:
     dataset: str | None = None  # .npz of recorded episodes: loaded when it exists, else recorded and saved
     log_every: int = 25  # steps per progress-bar update and per loss-log line, >= 1
     checkpoint_every: int = 0  # write the policy directory every this many steps too; 0: only at the end
-    # weight of the per-patch item-label loss on the vision tower (train.vision_aux); 0: flow loss only
-    vision_aux_weight: float = 1.0
+    # weight of the per-patch item-label loss on the vision tower (train.vision_aux); 0: flow loss only (the
+    # shipped checkpoints were trained without it; docs/EVALUATION.md has the runs with it)
+    vision_aux_weight: float = 0.0
     # weight of the task-target regression from the VLM's last prompt token (train.vision_aux); 0: off
     target_aux_weight: float = 0.0
     vision_probe_every: int = 100  # measure image_gain (train.vision_use) every this many steps and at the end; 0: off
