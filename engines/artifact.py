@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vlash.atomic import atomic_write
+from vlash.dataclass_io import dataclass_from_mapping
 from vlash.errors import ConfigError
 from vlash.policies.pi05.config import Pi05Config, config_from_dict
 
@@ -105,13 +106,7 @@ class ArtifactManifest:
             doc = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}: invalid JSON ({exc})") from exc
-        known = {f.name for f in fields(cls)}
-        if not isinstance(doc, dict) or set(doc) - known:
-            raise ConfigError(f"{path}: unexpected keys {sorted(set(doc) - known) if isinstance(doc, dict) else doc}")
-        try:
-            return cls(**doc)
-        except TypeError as exc:
-            raise ConfigError(f"{path}: {exc}") from exc
+        return dataclass_from_mapping(cls, doc, str(path), "artifact manifest", ConfigError)
 
 
 def is_artifact(directory: str | Path) -> bool:

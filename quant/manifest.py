@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vlash.dataclass_io import dataclass_from_mapping
 from vlash.errors import CheckpointError
 
 FORMAT = "vlash.quant/1"
@@ -68,17 +69,8 @@ class QuantManifest:
         return path
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> QuantManifest:
-        if not isinstance(data, dict):
-            raise CheckpointError(f"quant manifest must be a JSON object, got {type(data).__name__}")
-        known = set(cls.__dataclass_fields__)
-        unknown = set(data) - known
-        if unknown:
-            raise CheckpointError(f"quant manifest has unknown fields {sorted(unknown)}")
-        missing = {"scheme", "engine", "base"} - set(data)
-        if missing:
-            raise CheckpointError(f"quant manifest lacks {sorted(missing)}")
-        return cls(**data)
+    def from_dict(cls, data: Any, source: str = "quant manifest") -> QuantManifest:
+        return dataclass_from_mapping(cls, data, source, "quant manifest", CheckpointError)
 
     @classmethod
     def read(cls, directory: str | Path) -> QuantManifest:
@@ -86,7 +78,7 @@ class QuantManifest:
         if not path.is_file():
             raise CheckpointError(f"{directory} is not a quantized artifact (no {MANIFEST_NAME})")
         try:
-            return cls.from_dict(json.loads(path.read_text()))
+            return cls.from_dict(json.loads(path.read_text()), str(path))
         except json.JSONDecodeError as exc:
             raise CheckpointError(f"{path} is not valid JSON: {exc}") from exc
 

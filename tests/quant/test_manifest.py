@@ -47,7 +47,7 @@ def test_invalid_manifests_are_checkpoint_errors(changes):
 
 def test_unknown_field_is_rejected(tmp_path):
     (tmp_path / MANIFEST_NAME).write_text(json.dumps({**_manifest().to_dict(), "bits": 4}))
-    with pytest.raises(CheckpointError, match="unknown fields"):
+    with pytest.raises(CheckpointError, match=r"unknown quant manifest keys \['bits'\]"):
         QuantManifest.read(tmp_path)
 
 

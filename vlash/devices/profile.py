@@ -3,12 +3,13 @@ bandwidth and peak throughput that the roofline floor of `vlash bench` is comput
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from vlash.dataclass_io import dataclass_from_mapping
 from vlash.errors import ConfigError
 
 # configs/ sits at the repository root next to the package (editable install / source checkout).
@@ -69,20 +70,7 @@ def available_profiles() -> list[str]:
 
 
 def profile_from_dict(doc: Any, source: str = "<dict>") -> DeviceProfile:
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{source}: a device profile must be a mapping, got {type(doc).__name__}")
-    known = {f.name for f in fields(DeviceProfile)}
-    unknown = sorted(set(doc) - known)
-    if unknown:
-        raise ConfigError(f"{source}: unknown device profile keys {unknown}; known: {sorted(known)}")
-    required = {f.name for f in fields(DeviceProfile) if f.default is MISSING and f.default_factory is MISSING}
-    missing = sorted(k for k in required if k not in doc)
-    if missing:
-        raise ConfigError(f"{source}: device profile is missing {missing}")
-    try:
-        return DeviceProfile(**doc)
-    except TypeError as exc:
-        raise ConfigError(f"{source}: {exc}") from exc
+    return dataclass_from_mapping(DeviceProfile, doc, source, "device profile", ConfigError)
 
 
 def load_profile(name_or_path: str | Path) -> DeviceProfile:
