@@ -9,17 +9,11 @@ import textwrap
 
 import pytest
 
+from tests.import_guard import BLOCK_HEAVY_IMPORTS
 from vlash.cli.main import COMMANDS, command_parser
 
-BLOCKED = textwrap.dedent(
+BLOCKED = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
     """
-    import importlib.abc, sys
-    HEAVY = ("torch", "engines", "quant", "safetensors", "tokenizers", "onnxruntime")
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in HEAVY:
-                raise ImportError(f"blocked heavy import: {name}")
-    sys.meta_path.insert(0, Block())
     from vlash.cli.main import main
     try:
         main(sys.argv[1:])

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from engines import create_engine
 from robot_io.robots import SimRobot
 from robot_io.sim.tasks.reach import ReachConfig
 from tests.server.conftest import write_policy
+from tests.torch_threads import torch_threads
 from vlash.policies.policy_dir import load_policy
 from vlash.policies.shipped import shipped_root
 from vlash.server.config import ServerConfig
@@ -26,10 +26,8 @@ MICRO_STEPS = 4
 
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -3,17 +3,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
+
+from tests.torch_threads import torch_threads
 
 MICRO = Path(__file__).resolve().parents[1] / "train" / "pi05-micro.yaml"
 
 
 @pytest.fixture(autouse=True)
 def _two_threads():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(previous)
+    with torch_threads(2):
+        yield
 
 
 @pytest.fixture(scope="session")

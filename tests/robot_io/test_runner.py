@@ -14,6 +14,7 @@ from robot_io.executors import ExecutorConfig
 from robot_io.robots import SimRobot
 from robot_io.runner import RunConfig, Runner
 from robot_io.testing import FakePolicyClient, expert_planner, sim_metadata
+from tests.import_guard import BLOCK_HEAVY_IMPORTS
 
 
 def sim_runner(mode="vlash", chunk_length=50, latency_s=0.1, duration_s=6.0, task="reach", **executor):
@@ -60,15 +61,8 @@ def test_watchdog_holds_the_last_command_in_the_tick_the_chunk_runs_out():
     assert result.summary.too_late >= 1 and result.summary.requests >= 3  # it gives up on each and asks again
 
 
-BLOCKED_RUN = textwrap.dedent(
+BLOCKED_RUN = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
     """
-    import importlib.abc, sys
-    HEAVY = ("torch", "engines", "quant", "safetensors", "tokenizers", "onnxruntime")
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in HEAVY:
-                raise ImportError(f"blocked heavy import: {name}")
-    sys.meta_path.insert(0, Block())
     import argparse
     import numpy as np
     from robot_io.protocol import CameraSpec, Metadata

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from engines import create_engine
 from tests.policies.builders import train_wordlevel_tokenizer
+from tests.torch_threads import torch_threads
 from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.policies.pi05 import load_preset
@@ -27,10 +27,8 @@ STEPS = 4
 
 @pytest.fixture(autouse=True, scope="session")
 def _few_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with torch_threads(1):
+        yield
 
 
 def write_policy(directory: Path, relative: bool = False, preset: str | Path = MICRO) -> Path:
