@@ -20,6 +20,13 @@ from vlash.policies.policy_dir import load_policy
 POLICY_FILES = ("config.yaml", "stats.safetensors", "tokenizer.json", "tokenizer.model")
 
 
+def copy_policy_files(src: Path, dst: Path, names: tuple[str, ...] = POLICY_FILES) -> None:
+    """Copy the named files of policy directory `src` that exist into `dst`."""
+    for name in names:
+        if (src / name).is_file():
+            shutil.copyfile(src / name, dst / name)
+
+
 def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -63,9 +70,7 @@ def write_torch_artifact(
         created_by=tool_versions(),
     )
     with staged_directory(out) as staging:
-        for name in POLICY_FILES:
-            if (src / name).is_file():
-                shutil.copyfile(src / name, staging / name)
+        copy_policy_files(src, staging)
         state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
         save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt", "quant": scheme})
         manifest.write(staging)

@@ -3,12 +3,11 @@ int8 ones and the QuantManifest in `manifest.json["quantization"]`."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from engines.artifact import POLICY_DIR, ArtifactManifest
 from engines.onnx_export import export_onnx
-from quant.artifact import POLICY_FILES, base_info, tool_versions
+from quant.artifact import POLICY_FILES, base_info, copy_policy_files, tool_versions
 from quant.calibration import FrameSpec, policy_tasks
 from quant.manifest import QuantManifest
 from quant.onnx_quant import GRAPHS, calibration_feeds, quantize_dynamic, quantize_static
@@ -61,9 +60,7 @@ def write_onnx_artifact(
     with staged_directory(out) as staging:
         policy_copy = staging / POLICY_DIR
         policy_copy.mkdir()
-        for name in (*POLICY_FILES, "model.safetensors"):
-            if (src / name).is_file():
-                shutil.copyfile(src / name, policy_copy / name)
+        copy_policy_files(src, policy_copy, (*POLICY_FILES, "model.safetensors"))
         model = load_policy(policy_copy).model
         manifest = export_onnx(model, staging, precision="fp32", batch=batch, policy=base["policy"])
         layers, record = quantize_graphs(staging, manifest, scheme, policy_copy, calibration)
