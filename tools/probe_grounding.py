@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -35,6 +36,7 @@ from vlash.train.config import TrainConfig
 from vlash.train.data import TrainingData, model_images
 from vlash.train.dataset import load_episodes, save_episodes
 from vlash.train.episodes import record_episodes
+from vlash.train.errors import DatasetError
 from vlash.train.init import init_from_scratch, tokenizer_vocab
 from vlash.train.stats import dataset_normalizer
 from vlash.train.tokenizer_train import train_tokenizer
@@ -47,8 +49,9 @@ def episodes(path: str | None, count: int) -> list:
     if path:
         try:
             return [e for e in load_episodes(path) if e.success][:count]
-        except Exception:  # noqa: BLE001 - any unreadable / missing file: record afresh
-            pass
+        except DatasetError:
+            if Path(path).exists():  # never overwrite a file we could not read
+                raise
     found = [e for e in record_episodes("reach", count, 0, 96, True) if e.success]
     if path:
         save_episodes(path, found)
