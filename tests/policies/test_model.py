@@ -104,3 +104,15 @@ def test_forward_joint_can_return_the_prefix_stream_entering_a_layer(two_camera_
     torch.testing.assert_close(model.vlm.final_norm(last), prefix_out, atol=1e-5, rtol=0)
     with pytest.raises(ShapeError, match="prefix_layer"):
         model.forward_joint(inputs, x_t, tau, prefix_layer=cfg.vlm.depth + 1)
+
+
+def test_prefix_stream_matches_the_joint_forward_tap(two_camera_tiny):
+    model, cfg = two_camera_tiny, two_camera_tiny.config
+    inputs = random_inputs(cfg, batch=2)
+    x_t, tau = torch.randn(2, cfg.action_horizon, cfg.action_dim), torch.full((2, cfg.action_horizon), 0.3)
+    with torch.no_grad():
+        for layer in (0, cfg.vlm.depth - 1, cfg.vlm.depth):
+            _, tapped = model.forward_joint(inputs, x_t, tau, prefix_layer=layer)
+            torch.testing.assert_close(model.prefix_stream(inputs, layer), tapped, atol=1e-5, rtol=0)
+    with pytest.raises(ShapeError, match="layer must be in"):
+        model.prefix_stream(inputs, -1)

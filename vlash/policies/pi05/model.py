@@ -100,11 +100,7 @@ class Pi05Model(nn.Module):
 
     def encode_prefix(self, inputs: Pi05Inputs) -> tuple[PrefixCache, Tensor]:
         """Prefill, also returning the VLM's final-norm output [B, P, W] (openpi's prefix_out; for checks)."""
-        x, valid = self.embed_prefix(inputs)
-        cfg = self.config.vlm
-        positions = torch.cumsum(valid.long(), dim=1) - 1
-        cos, sin = rope_tables(positions, cfg.head_dim, cfg.rope_base)
-        bias = attention_bias(valid[:, None, :] & valid[:, :, None], x.dtype)
+        x, valid, cos, sin, bias = self._prefix_setup(inputs)
         keys, values = [], []
         for layer in self.vlm.layers:
             qkv = layer.project_qkv(x, cos, sin)
@@ -112,6 +108,24 @@ class Pi05Model(nn.Module):
             values.append(qkv.v)
             x = layer.finish(x, attend(qkv.q, qkv.k, qkv.v, bias), qkv)
         return self._make_cache(torch.stack(keys), torch.stack(values), valid), self.vlm.final_norm(x)
+
+    def prefix_stream(self, inputs: Pi05Inputs, layer: int) -> Tensor:
+        """The prefix's residual stream entering VLM layer `layer` [B, P, W], running only the layers before it
+        (the prefix never sees the actions, so this equals forward_joint's tap; for training heads)."""
+        if not 0 <= layer <= len(self.vlm.layers):
+            raise ShapeError(f"layer must be in [0, {len(self.vlm.layers)}], got {layer}")
+        x, _, cos, sin, bias = self._prefix_setup(inputs)
+        for block in self.vlm.layers[:layer]:
+            qkv = block.project_qkv(x, cos, sin)
+            x = block.finish(x, attend(qkv.q, qkv.k, qkv.v, bias), qkv)
+        return x
+
+    def _prefix_setup(self, inputs: Pi05Inputs) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """(prefix tokens, valid mask, RoPE cos, sin, bidirectional attention bias) for a prefix-only pass."""
+        x, valid = self.embed_prefix(inputs)
+        cfg = self.config.vlm
+        cos, sin = rope_tables(torch.cumsum(valid.long(), dim=1) - 1, cfg.head_dim, cfg.rope_base)
+        return x, valid, cos, sin, attention_bias(valid[:, None, :] & valid[:, :, None], x.dtype)
 
     def _make_cache(self, keys: Tensor, values: Tensor, prefix_valid: Tensor) -> PrefixCache:
         batch, horizon = prefix_valid.shape[0], self.config.action_horizon
