@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from tests.train.synthetic import dot_episodes  # noqa: E402
 from vlash.train import trainer  # noqa: E402
 from vlash.train.config import TrainConfig  # noqa: E402
 from vlash.train.episodes import record_episodes  # noqa: E402
-from vlash.train.errors import TrainError  # noqa: E402
+from vlash.train.errors import ConfigError, TrainError  # noqa: E402
 from vlash.train.vision_aux import dataset_labels, palette, patch_index, replay_labels  # noqa: E402
 
 MICRO = str(Path(__file__).with_name("pi05-micro.yaml"))
@@ -76,3 +77,86 @@ def test_a_training_run_with_the_vision_aux_logs_its_loss(tmp_path, reach_episod
         episodes=reach_episodes,
     )  # fmt: skip
     assert both.metadata["target_aux_loss"] > 0 and both.metadata["vision_aux_loss"] > 0
+    every = trainer.train(
+        TrainConfig(**{**config.to_dict(), "tasks": tuple(config.tasks), "target_aux_weight": 1.0,
+                       "expert_target_aux_weight": 1.0, "out": str(tmp_path / "s")}),
+        episodes=reach_episodes,
+    )  # fmt: skip
+    assert every.metadata["target_aux_loss"] > 0 and every.metadata["expert_target_aux_loss"] > 0
+    assert every.loss_curve != both.loss_curve
+    earlier = trainer.train(
+        TrainConfig(**{**config.to_dict(), "tasks": tuple(config.tasks), "target_aux_weight": 1.0,
+                       "expert_target_aux_weight": 1.0, "target_aux_layer": 0, "expert_target_aux_layer": 0,
+                       "out": str(tmp_path / "t")}),
+        episodes=reach_episodes,
+    )  # fmt: skip
+    assert earlier.metadata["target_aux_loss"] != every.metadata["target_aux_loss"]  # other streams are read
+    assert earlier.metadata["expert_target_aux_loss"] != every.metadata["expert_target_aux_loss"]
+
+
+def test_grounding_steps_train_the_heads_vision_and_vlm_but_not_the_expert(tmp_path, reach_episodes, monkeypatch):
+    snapshots, calls = {}, {"grounding": 0, "flow": 0}
+    real_grounding, real_flow = trainer.grounding_step, trainer.flow_step
+
+    def weights(model):
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    def grounding(model, *args, **kwargs):
+        calls["grounding"] += 1
+        snapshots.setdefault("start", weights(model))
+        return real_grounding(model, *args, **kwargs)
+
+    def flow(model, *args, **kwargs):
+        calls["flow"] += 1
+        snapshots.setdefault("after_grounding", weights(model))
+        return real_flow(model, *args, **kwargs)
+
+    monkeypatch.setattr(trainer, "grounding_step", grounding)
+    monkeypatch.setattr(trainer, "flow_step", flow)
+    config = TrainConfig(
+        policy=MICRO, steps=5, grounding_steps=3, batch_size=4, lr=3e-3, warmup_steps=1, log_every=1,
+        progress=False, out=str(tmp_path / "p"), vision_probe_every=0, vision_aux_weight=1.0, target_aux_weight=1.0,
+        expert_target_aux_weight=1.0,
+    )  # fmt: skip
+    result = trainer.train(config, episodes=reach_episodes)
+    assert calls == {"grounding": 3, "flow": 2}
+    log = json.loads((tmp_path / "p" / "train_log.json").read_text())
+    assert len(log["target_aux_loss"]) == 5 and len(log["expert_target_aux_loss"]) == 2  # the expert runs in flow steps
+    assert np.isnan(result.real_loss_curve[:3]).all() and np.isfinite(result.real_loss_curve[3:]).all()
+    start, after = snapshots["start"], snapshots["after_grounding"]
+    changed = {name for name in start if not np.array_equal(start[name].numpy(), after[name].numpy())}
+    assert changed and all(name.startswith(("vision.", "projector.", "vlm.")) for name in changed), sorted(changed)
+    assert any(name.startswith("vision.") for name in changed) and any(name.startswith("vlm.") for name in changed)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"steps": 5, "grounding_steps": 5, "target_aux_weight": 1.0}, "grounding_steps must be < steps"),
+        ({"steps": 5, "grounding_steps": 2}, "set vision_aux_weight or target_aux_weight"),
+    ],
+)
+def test_grounding_steps_are_checked(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(policy=MICRO, **settings)
+
+
+def test_all_token_target_loss_averages_the_valid_tokens_of_samples_with_a_target():
+    torch = pytest.importorskip("torch")
+    from vlash.train.vision_aux import TargetHead
+
+    head = TargetHead(8)
+    stream = torch.randn(3, 5, 8)
+    target, has = torch.randn(3, 2), torch.tensor([True, True, False])
+    only_last = torch.zeros(3, 5, dtype=torch.bool)
+    only_last[:, 4] = True
+    last = torch.full((3,), 4)
+    torch.testing.assert_close(
+        head.loss_all_tokens(stream, only_last, target, has), head.loss(stream, last, target, has)
+    )
+    valid = torch.ones(3, 5, dtype=torch.bool)
+    valid[0, 2:] = False  # padding does not count
+    pred = head.proj(head.norm(stream))
+    errors = (pred - target[:, None]).square().mean(-1)
+    want = (errors[0, :2].sum() + errors[1].sum()) / 7
+    torch.testing.assert_close(head.loss_all_tokens(stream, valid, target, has), want)

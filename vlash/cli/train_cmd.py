@@ -47,6 +47,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="weight of the task-target (x, y) regression from the VLM's last prompt token; 0: off",
     )
     p.add_argument(
+        "--expert-target-aux-weight",
+        type=float,
+        default=TrainConfig.expert_target_aux_weight,
+        help="weight of the task-target regression from the action expert's final residual; 0: off",
+    )
+    p.add_argument("--target-aux-layer", type=int, default=None, help="VLM layer whose input the target head reads")
+    p.add_argument(
+        "--expert-target-aux-layer", type=int, default=None, help="expert layer whose input its target head reads"
+    )
+    p.add_argument(
+        "--grounding-steps",
+        type=int,
+        default=TrainConfig.grounding_steps,
+        help="first N of --steps train the auxiliary heads only (vision + VLM, no expert); needs an aux weight",
+    )
+    p.add_argument(
         "--vision-probe-every",
         type=int,
         default=TrainConfig.vision_probe_every,
@@ -80,6 +96,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         checkpoint_every=args.checkpoint_every,
         vision_aux_weight=args.vision_aux_weight,
         target_aux_weight=args.target_aux_weight,
+        grounding_steps=args.grounding_steps,
+        expert_target_aux_weight=args.expert_target_aux_weight,
+        target_aux_layer=args.target_aux_layer,
+        expert_target_aux_layer=args.expert_target_aux_layer,
         vision_probe_every=args.vision_probe_every,
         progress=not args.quiet,
     )
@@ -99,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     console = Console(stderr=args.json)
     try:
-        result = train(config, command=shlex.join(sys.argv))
+        result = train(config, command=shlex.join(["vlash", *sys.argv[1:]]))  # not argv[0]: an install path
     except KeyboardInterrupt:
         kept = f" (checkpoints every {config.checkpoint_every} steps are kept)" if config.checkpoint_every else ""
         console.print(f"[bold red]interrupted[/]: {config.out} was not replaced{kept}")

@@ -45,6 +45,14 @@ class TrainConfig:
     vision_aux_weight: float = 0.0
     # weight of the task-target regression from the VLM's last prompt token (train.vision_aux); 0: off
     target_aux_weight: float = 0.0
+    # weight of the same target regression from the expert's residual at every action token; 0: off
+    expert_target_aux_weight: float = 0.0
+    target_aux_layer: int | None = None  # VLM layer whose input the target head reads; None: the last layer
+    expert_target_aux_layer: int | None = None  # expert layer whose input its head reads; None: the final norm's
+    # the first this many of `steps` train the auxiliary heads only (vision tower + VLM on a prefix-only pass,
+    # no expert, no flow loss), so the expert starts on a VLM that already locates the named target; needs an
+    # auxiliary weight > 0. 0: every step is a flow step
+    grounding_steps: int = 0
     vision_probe_every: int = 100  # measure image_gain (train.vision_use) every this many steps and at the end; 0: off
     progress: bool = True  # draw progress bars
     trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
@@ -70,6 +78,7 @@ class TrainConfig:
             "log_every": (self.log_every, 1),
             "checkpoint_every": (self.checkpoint_every, 0),
             "vision_probe_every": (self.vision_probe_every, 0),
+            "grounding_steps": (self.grounding_steps, 0),
         }
         for name, (value, low) in ints.items():
             if not isinstance(value, int) or value < low:
@@ -82,15 +91,26 @@ class TrainConfig:
             raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
         if not (0.0 <= self.min_lr_ratio <= 1.0):
             raise ConfigError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
-        for name in ("vision_aux_weight", "target_aux_weight"):
+        for name in ("vision_aux_weight", "target_aux_weight", "expert_target_aux_weight"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be >= 0, got {value!r}")
+        if self.grounding_steps >= self.steps:
+            raise ConfigError(f"grounding_steps must be < steps ({self.steps}), got {self.grounding_steps}")
+        if self.grounding_steps and self.vision_aux_weight == 0 and self.target_aux_weight == 0:
+            raise ConfigError(
+                "grounding_steps trains the auxiliary heads only; set vision_aux_weight or target_aux_weight"
+            )
         if not (math.isfinite(self.pad_loss_weight) and self.pad_loss_weight >= 0):
             raise ConfigError(f"pad_loss_weight must be >= 0, got {self.pad_loss_weight!r}")
         if not str(self.out):
             raise ConfigError("out must name a directory")
         self.sample_spec(self.d_max + 1)  # validates d_max >= 0, mix_prob and has_prob
+
+    @property
+    def uses_auxiliaries(self) -> bool:
+        """Whether any training-only head is on (they need labels replayed from the simulator)."""
+        return self.vision_aux_weight > 0 or self.target_aux_weight > 0 or self.expert_target_aux_weight > 0
 
     def sample_spec(self, horizon: int) -> SampleSpec:
         """How samples are drawn for a policy with chunk length `horizon`."""

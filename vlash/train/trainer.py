@@ -28,7 +28,7 @@ from vlash.train.config import TrainConfig, TrainResult
 from vlash.train.data import TrainBatch, TrainingData
 from vlash.train.dataset import load_episodes, save_episodes
 from vlash.train.episodes import Episode, record_episodes, success_rate
-from vlash.train.errors import TrainError
+from vlash.train.errors import ConfigError, TrainError
 from vlash.train.flow import draw_times, flow_loss, noisy_actions, token_times
 from vlash.train.init import init_from_scratch, init_state_bin_embeddings, tokenizer_vocab
 from vlash.train.output import git_commit, with_config, write_policy
@@ -95,38 +95,71 @@ def has_u0(model: Pi05Model) -> float:
 
 class Auxiliaries:
     """Training-only heads (train.vision_aux), not part of the policy: per-patch item labels on the vision
-    tower's camera-0 tokens, and the task's target (x, y) from the VLM's output at the last prompt token."""
+    tower's camera-0 tokens; the task's target (x, y) from the VLM stream entering its last layer at the last
+    prompt token; and the same target from the expert's final residual at every action token."""
 
-    def __init__(self, model: Pi05Model, vision_weight: float, target_weight: float) -> None:
+    def __init__(
+        self,
+        model: Pi05Model,
+        vision_weight: float,
+        target_weight: float,
+        expert_target_weight: float = 0.0,
+        target_layer: int | None = None,
+        expert_target_layer: int | None = None,
+    ) -> None:
+        """`target_layer`: the VLM layer whose input stream the target head reads (None: the last layer);
+        `expert_target_layer`: the expert layer whose input stream the expert head reads (None: the stream
+        entering the expert's final norm)."""
         cfg = model.config
-        self.weights = {"vision": vision_weight, "target": target_weight}
+        for name, layer, depth in (
+            ("target", target_layer, cfg.vlm.depth),
+            ("expert_target", expert_target_layer, cfg.expert.depth),
+        ):
+            if layer is not None and not 0 <= layer < depth:
+                raise ConfigError(f"{name}_aux_layer must be in [0, {depth - 1}] for {depth} layers, got {layer}")
+        self.weights = {"vision": vision_weight, "target": target_weight, "expert_target": expert_target_weight}
         self.heads = torch.nn.ModuleDict()
-        self.tap = None
+        self.taps: dict[str, FeatureTap] = {}
         if vision_weight > 0:
             self.heads["vision"] = PatchLabelHead(cfg.vision.width, len(palette()))
-            self.tap = FeatureTap(model.vision)
+            self.taps["vision"] = FeatureTap(model.vision)
         if target_weight > 0:
             self.heads["target"] = TargetHead(cfg.vlm.width)
+        if expert_target_weight > 0:
+            self.heads["expert_target"] = TargetHead(cfg.expert.width)
+            where = model.expert.norm if expert_target_layer is None else model.expert.layers[expert_target_layer]
+            if expert_target_layer is not None:
+                where = where.input_layernorm  # called with the stream entering that layer
+            self.taps["expert_target"] = FeatureTap(where, first_input=True)
         self.cameras, self.image_tokens = cfg.num_cameras, cfg.num_cameras * cfg.vision.num_patches
-        self.prefix_layer = cfg.vlm.depth - 1 if "target" in self.heads else None  # see TargetHead
+        layer = cfg.vlm.depth - 1 if target_layer is None else target_layer  # see TargetHead
+        self.prefix_layer = layer if "target" in self.heads else None
 
-    def losses(self, batch: TrainBatch, prefix_out: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    def losses(
+        self, batch: TrainBatch, prefix_out: torch.Tensor | None, expert_ran: bool = True
+    ) -> dict[str, torch.Tensor]:
         if batch.patch_labels is None:
             raise TrainError("the batch has no replayed labels (TrainingData.labels is unset)")
         out = {}
-        if self.tap is not None:
-            out["vision"] = self.heads["vision"].loss(self.tap.take()[:: self.cameras], batch.patch_labels)
+        if "vision" in self.taps:
+            out["vision"] = self.heads["vision"].loss(self.taps["vision"].take()[:: self.cameras], batch.patch_labels)
         if prefix_out is not None:
             last = batch.inputs.token_masks.sum(1) - 1 + self.image_tokens
             out["target"] = self.heads["target"].loss(prefix_out, last, batch.target_xy, batch.has_target)
+        if expert_ran and "expert_target" in self.taps:
+            stream = self.taps["expert_target"].take()
+            valid = torch.ones(stream.shape[:2], dtype=torch.bool)
+            out["expert_target"] = self.heads["expert_target"].loss_all_tokens(
+                stream, valid, batch.target_xy, batch.has_target
+            )
         return out
 
     def total(self, losses: dict[str, torch.Tensor]) -> torch.Tensor:
         return sum(self.weights[name] * value for name, value in losses.items())
 
     def close(self) -> None:
-        if self.tap is not None:
-            self.tap.close()
+        for tap in self.taps.values():
+            tap.close()
 
 
 def flow_step(
@@ -155,14 +188,36 @@ def flow_step(
     return loss + aux.total(losses), real, losses
 
 
+def grounding_step(
+    model: Pi05Model, batch: TrainBatch, aux: Auxiliaries
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """(loss, nan, auxiliary losses) of one grounding step (TrainConfig.grounding_steps): the auxiliary heads
+    only, on a prefix-only pass (vision tower + the VLM layers below the target head's tap; no expert)."""
+    if aux.prefix_layer is None:
+        model.embed_prefix(batch.inputs)  # the vision tower's output reaches the head through the tap
+        prefix_out = None
+    else:
+        prefix_out = model.prefix_stream(batch.inputs, aux.prefix_layer)
+    losses = aux.losses(batch, prefix_out, expert_ran=False)
+    return aux.total(losses), torch.tensor(float("nan")), losses
+
+
 def run_steps(
     model: Pi05Model, data: TrainingData, config: TrainConfig, checkpoint: Callable[[int, dict], None]
 ) -> tuple[dict[str, list[float]], float]:
     """The optimization loop; returns ({"loss": [...], "real_loss": [...], "lr": [...], "vision_probe": [...]},
-    seconds). "vision_probe" holds {"step", "loss", "loss_shuffled", "image_gain"} rows (train.vision_use)."""
+    seconds). "vision_probe" holds {"step", "loss", "loss_shuffled", "image_gain"} rows (train.vision_use).
+    The first config.grounding_steps steps train the auxiliary heads only (real_loss is nan there)."""
     aux = None
-    if config.vision_aux_weight > 0 or config.target_aux_weight > 0:
-        aux = Auxiliaries(model, config.vision_aux_weight, config.target_aux_weight)
+    if config.uses_auxiliaries:
+        aux = Auxiliaries(
+            model,
+            config.vision_aux_weight,
+            config.target_aux_weight,
+            config.expert_target_aux_weight,
+            config.target_aux_layer,
+            config.expert_target_aux_layer,
+        )
     opt, schedule = make_optimizer(model, config, aux.heads if aux is not None else None)
     params = [p for group in opt.param_groups for p in group["params"]]
     probe = None
@@ -179,9 +234,12 @@ def run_steps(
         with progress_bar("training", total=config.steps, enabled=config.progress) as advance:
             for step in range(config.steps):
                 batch = data.batch(config.batch_size, rng)
-                loss, real, aux_losses = flow_step(
-                    model, batch, generator, data.state_dims, config.pad_loss_weight, aux
-                )
+                if step < config.grounding_steps:
+                    loss, real, aux_losses = grounding_step(model, batch, aux)
+                else:
+                    loss, real, aux_losses = flow_step(
+                        model, batch, generator, data.state_dims, config.pad_loss_weight, aux
+                    )
                 if not torch.isfinite(loss):
                     raise TrainError(f"loss is {loss.item()} at step {step}; lower the learning rate (now {config.lr})")
                 opt.zero_grad(set_to_none=True)
@@ -208,7 +266,7 @@ def run_steps(
                     checkpoint(done, curves)
     finally:
         if aux is not None:
-            aux.tap.close()
+            aux.close()
     return curves, time.perf_counter() - start
 
 
@@ -279,7 +337,7 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
         data = TrainingData(
             kept, policy, tokenizer_file, normalizer, spec, config.trim_prompt, config.progress, config.relative_actions
         )
-        if config.vision_aux_weight > 0 or config.target_aux_weight > 0:
+        if config.uses_auxiliaries:
             side = policy.vision.image_size // policy.vision.patch_size
             data.labels = dataset_labels(data.table.episodes, side, config.progress)
         model = build_random(data.model_config, seed=config.seed)
@@ -297,7 +355,7 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
             "steps_per_s": config.steps / train_s,
             "real_loss": _tail_mean(curves["real_loss"], config.log_every),
         }
-        for name in ("vision", "target"):
+        for name in ("vision", "target", "expert_target"):
             if curves.get(f"{name}_aux_loss"):
                 timing[f"{name}_aux_loss"] = _tail_mean(curves[f"{name}_aux_loss"], config.log_every)
         if curves["vision_probe"]:

@@ -125,20 +125,37 @@ class TargetHead(nn.Module):
         err = (pred - target).square().mean(-1) * has_target
         return err.sum() / has_target.sum().clamp(min=1)
 
+    def loss_all_tokens(self, prefix_out: Tensor, valid: Tensor, target: Tensor, has_target: Tensor) -> Tensor:
+        """The same error at every valid token (valid bool [B, T]) of a stream [B, T, W], averaged over them (the
+        expert's action tokens: each must hold the target)."""
+        pred = self.proj(self.norm(prefix_out.float()))  # [B, P, 2]
+        weight = valid.float() * has_target[:, None].float()
+        err = (pred - target[:, None, :]).square().mean(-1) * weight
+        return err.sum() / weight.sum().clamp(min=1)
+
 
 class FeatureTap:
-    """Keeps the last output of a module (the vision tower inside Pi05Model.forward_joint) without a second pass."""
+    """Keeps the last output of a module (the vision tower inside Pi05Model.forward_joint) without a second pass;
+    with `first_input`, the first argument it was called with instead (the expert's residual entering its final
+    norm)."""
 
-    def __init__(self, module: nn.Module) -> None:
+    def __init__(self, module: nn.Module, first_input: bool = False) -> None:
         self.output: Tensor | None = None
-        self._handle = module.register_forward_hook(self._keep)
+        self.name = type(module).__name__
+        if first_input:
+            self._handle = module.register_forward_pre_hook(self._keep_input)
+        else:
+            self._handle = module.register_forward_hook(self._keep)
 
     def _keep(self, _module: nn.Module, _inputs: tuple, output: Tensor) -> None:
         self.output = output
 
+    def _keep_input(self, _module: nn.Module, inputs: tuple) -> None:
+        self.output = inputs[0]
+
     def take(self) -> Tensor:
         if self.output is None:
-            raise TrainError("the vision tower did not run in this step")
+            raise TrainError(f"the tapped {self.name} did not run in this step")
         out, self.output = self.output, None
         return out
 
