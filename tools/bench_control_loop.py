@@ -35,15 +35,14 @@ class ThreadServer:
         import torch
 
         from vlash.server.config import ServerConfig
-        from vlash.server.loading import load_runtime, warm_up
+        from vlash.server.loading import load_runtime
         from vlash.server.requests import policy_metadata
         from vlash.server.server import PolicyServer
 
         torch.set_num_threads(threads)
         loaded = load_runtime(policy, random_weights=True, device="cpu")
-        warm_up(loaded.runtime)
         meta = policy_metadata(loaded.runtime, loaded.model_id, "torch", loaded.precision)
-        config = ServerConfig(bind="tcp://127.0.0.1:0", inject_latency_ms=inject_ms)
+        config = ServerConfig(bind="tcp://127.0.0.1:0", inject_latency_ms=inject_ms, warm_up_runs=2)
         self.server = PolicyServer(loaded.runtime, meta, config)
 
     def __enter__(self) -> str:

@@ -16,7 +16,7 @@ import torch
 from robot_io.client import PolicyClient
 from robot_io.protocol import Actions, Error, Infer
 from vlash.server.config import ServerConfig
-from vlash.server.loading import load_runtime, warm_up
+from vlash.server.loading import load_runtime
 from vlash.server.requests import policy_metadata
 from vlash.server.server import PolicyServer
 
@@ -55,9 +55,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     loaded = load_runtime(args.policy, random_weights=True, device=args.device)
     runtime = loaded.runtime
-    warm_up(runtime, runs=4)
     metadata = policy_metadata(runtime, loaded.model_id, "torch", loaded.precision)
-    config = ServerConfig(bind="tcp://127.0.0.1:0", inject_latency_ms=args.inject_latency)
+    config = ServerConfig(bind="tcp://127.0.0.1:0", inject_latency_ms=args.inject_latency, warm_up_runs=4)
     with PolicyServer(runtime, metadata, config) as server, PolicyClient(server.endpoint, timeout_s=30.0) as client:
         meta = client.connect()
         size = meta.cameras[0].height

@@ -15,6 +15,10 @@ class CheckpointError(VlashError):
     """A checkpoint cannot be loaded: missing/unexpected keys, shape mismatches, unreadable files."""
 
 
+class ServerError(VlashError, RuntimeError):
+    """The policy server cannot start serving (e.g. its warm-up request failed on the model)."""
+
+
 class EngineUnavailable(VlashError, RuntimeError):
     """An inference backend cannot run here (missing extra, no device); the message says how to fix it."""
 
@@ -25,6 +29,7 @@ __all__ = [
     "DeadlineExceeded",
     "EngineUnavailable",
     "ProtocolError",
+    "ServerError",
     "ShapeError",
     "VlashError",
 ]

@@ -46,7 +46,9 @@ def runtime(e2e_policy_dir) -> PolicyRuntime:
 
 
 def serve(runtime: PolicyRuntime, bind: str = "tcp://127.0.0.1:0") -> PolicyServer:
-    server = PolicyServer(runtime, policy_metadata(runtime, "e2e", "torch", "fp32"), ServerConfig(bind=bind))
+    """A started server whose model thread has run one request (its first, cold one is not timed by a robot)."""
+    config = ServerConfig(bind=bind, warm_up_runs=1)
+    server = PolicyServer(runtime, policy_metadata(runtime, "e2e", "torch", "fp32"), config)
     server.start()
     return server
 

@@ -10,8 +10,11 @@ import pytest
 
 from robot_io.client import PolicyClient
 from robot_io.protocol import Actions, Error, ErrorCode, Infer
-from tests.server.conftest import PROMPT, STEPS, image, start_server
-from vlash.errors import ConfigError
+from tests.server.conftest import PROMPT, STEPS, image, make_runtime, start_server
+from vlash.errors import ConfigError, ServerError
+from vlash.server.config import ServerConfig
+from vlash.server.requests import policy_metadata
+from vlash.server.server import PolicyServer
 
 TIMEOUT_S = 10.0
 
@@ -164,3 +167,40 @@ def test_a_taken_endpoint_is_a_config_error_and_stop_is_idempotent(server, polic
     other.stop()
     other.stop()
     assert not other.running
+
+
+def test_warm_up_runs_on_the_thread_that_serves(policy_dir):
+    runtime = make_runtime(policy_dir)
+    threads = []
+    run = runtime.stream
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return run(*args, **kwargs)
+
+    runtime.stream = recording  # warm_up's runtime.run and served requests both go through stream()
+    config = ServerConfig(bind="tcp://127.0.0.1:0", warm_up_runs=2)
+    with PolicyServer(runtime, policy_metadata(runtime, "micro", "torch", "fp32"), config) as server:
+        assert server.warm_up_s > 0 and len(threads) == 2  # start() returned after the warm-up
+        with PolicyClient(server.endpoint, timeout_s=TIMEOUT_S) as c:
+            c.infer(_infer(server, 1), timeout_s=TIMEOUT_S)
+    assert len(threads) == 3 and set(threads) == {"vlash-model"}, threads
+
+
+def test_a_failing_warm_up_stops_the_server_with_a_server_error(policy_dir):
+    runtime = make_runtime(policy_dir)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("device lost")
+
+    runtime.stream = broken
+    server = PolicyServer(
+        runtime,
+        policy_metadata(runtime, "micro", "torch", "fp32"),
+        ServerConfig(bind="tcp://127.0.0.1:0", warm_up_runs=1),
+    )
+    with pytest.raises(ServerError, match="warm-up failed.*device lost"):
+        server.start()
+    assert not server.running
+    with pytest.raises(ConfigError, match="warm_up_runs"):
+        ServerConfig(warm_up_runs=-1)

@@ -13,7 +13,7 @@ import torch
 from engines import available_engines
 from vlash.policies.checkpoint import DTYPES
 from vlash.server.config import ServerConfig
-from vlash.server.loading import load_runtime, warm_up
+from vlash.server.loading import load_runtime
 from vlash.server.requests import policy_metadata
 from vlash.server.server import PolicyServer
 
@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         inject_latency_ms=args.inject_latency,
         curve_keys=args.curve_keys,
         allow_dir=args.allow,
+        warm_up_runs=0 if args.no_warmup else 2,  # on the model thread: see ServerConfig.warm_up_runs
     )
     loaded = load_runtime(
         args.policy,
@@ -60,12 +61,12 @@ def run(args: argparse.Namespace) -> int:
         args.schedule,
     )
     runtime = loaded.runtime
-    warm_s = 0.0 if args.no_warmup else warm_up(runtime)
     server = PolicyServer(runtime, policy_metadata(runtime, loaded.model_id, args.engine, loaded.precision), config)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     endpoint = server.start()
+    warm_s = server.warm_up_s
     print(
         f"vlash serve: {loaded.model_id} ({loaded.params / 1e6:.1f}M params, {loaded.precision}) "
         f"engine={args.engine} device={runtime.engine.device} threads={torch.get_num_threads()} "

@@ -25,6 +25,10 @@ class ServerConfig:
     allow_dir: Path | None = None  # directory of allowed client public keys (*.key); required with curve_keys
     poll_ms: int = 50  # socket poll period: bounds how long stop() takes to be noticed
     latency_window: int = 1000  # served requests kept for the latency percentiles in STATS
+    # full requests the model thread runs before serving (`start()` waits for them). Warm up here, not in the
+    # caller's thread: on CPU, torch work in a second thread left every served chunk ~2.3x slower
+    # (docs/BENCHMARKS.md, "one thread for the model")
+    warm_up_runs: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.bind, str) or "://" not in self.bind:
@@ -53,6 +57,8 @@ class ServerConfig:
                     raise ConfigError(f"{name} must be an existing directory, got {str(value)!r}")
         if not isinstance(self.poll_ms, int) or not 1 <= self.poll_ms <= 1000:
             raise ConfigError(f"poll_ms must be an int in [1, 1000], got {self.poll_ms!r}")
+        if not isinstance(self.warm_up_runs, int) or self.warm_up_runs < 0:
+            raise ConfigError(f"warm_up_runs must be an int >= 0, got {self.warm_up_runs!r}")
         if not isinstance(self.latency_window, int) or self.latency_window < 1:
             raise ConfigError(f"latency_window must be an int >= 1, got {self.latency_window!r}")
 

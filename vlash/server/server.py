@@ -30,7 +30,7 @@ from robot_io.protocol import (
     decode,
     encode,
 )
-from vlash.errors import ConfigError
+from vlash.errors import ConfigError, ServerError
 from vlash.server.config import ServerConfig
 from vlash.server.curve import CurveServer
 from vlash.server.jobs import Job, JobQueue
@@ -67,7 +67,13 @@ class PolicyServer:
             self._context.term()
             raise
         self._worker = InferenceWorker(
-            runtime, self.jobs, self.stats, self._context, self._outbox, self.config.inject_latency_ms
+            runtime,
+            self.jobs,
+            self.stats,
+            self._context,
+            self._outbox,
+            self.config.inject_latency_ms,
+            self.config.warm_up_runs,
         )
         self._io = threading.Thread(target=self._io_main, name="vlash-socket", daemon=True)
         self._stop = threading.Event()
@@ -75,7 +81,8 @@ class PolicyServer:
         self._startup_error: BaseException | None = None
 
     def start(self, timeout_s: float = 10.0) -> str:
-        """Bind, start both threads, and return the endpoint clients connect to."""
+        """Bind, start both threads, wait for the model thread's warm-up (ServerConfig.warm_up_runs; not
+        bounded by `timeout_s`: a large model on a slow device may take minutes), return the endpoint."""
         if not self.config.is_local:
             log.warning("binding %s: reachable from other machines%s", self.config.bind, self._curve.note)
         self._curve.start()
@@ -84,8 +91,17 @@ class PolicyServer:
             self.stop()
             raise ConfigError(f"cannot bind {self.config.bind}: {self._startup_error or 'timed out'}")
         self._worker.start()
+        self._worker.warmed.wait()
+        if self._worker.warm_up_error is not None:
+            self.stop()
+            raise ServerError(f"warm-up failed: {self._worker.warm_up_error!r}") from self._worker.warm_up_error
         assert self.endpoint is not None
         return self.endpoint
+
+    @property
+    def warm_up_s(self) -> float:
+        """Seconds the model thread's warm-up took (0 without one)."""
+        return self._worker.warm_up_s
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop serving: cancel pending work, join the threads (bounded), close the sockets."""

@@ -11,6 +11,7 @@ import zmq
 
 from robot_io.protocol import Actions, Error, ErrorCode, encode
 from vlash.server.jobs import SUPERSEDED, Job, JobQueue
+from vlash.server.loading import warm_up
 from vlash.server.requests import to_chunk_request
 from vlash.server.runtime import PolicyRuntime
 from vlash.server.stats import ServerStats
@@ -31,6 +32,7 @@ class InferenceWorker(threading.Thread):
         context: zmq.Context,
         outbox: str,
         inject_latency_ms: float = 0.0,
+        warm_up_runs: int = 0,
     ) -> None:
         super().__init__(name="vlash-model", daemon=True)
         self.runtime, self.jobs, self.stats = runtime, jobs, stats
@@ -38,11 +40,28 @@ class InferenceWorker(threading.Thread):
         self._stage_s = inject_latency_ms / 1e3 / (runtime.num_steps + 1)  # prefill + each step
         self._stopping = threading.Event()
         self._push: zmq.Socket | None = None
+        self._warm_up_runs = warm_up_runs
+        self.warmed = threading.Event()  # set once the warm-up ran (or failed: see warm_up_error)
+        self.warm_up_s = 0.0
+        self.warm_up_error: BaseException | None = None
 
     def stop(self) -> None:
         self._stopping.set()
 
+    def _warm_up(self) -> None:
+        """Run the warm-up requests on this thread: the one that serves (see ServerConfig.warm_up_runs)."""
+        try:
+            if self._warm_up_runs:
+                self.warm_up_s = warm_up(self.runtime, self._warm_up_runs)
+        except Exception as exc:  # start() reports it; the thread ends
+            self.warm_up_error = exc
+        finally:
+            self.warmed.set()
+
     def run(self) -> None:
+        self._warm_up()
+        if self.warm_up_error is not None:
+            return
         self._push = self._context.socket(zmq.PUSH)
         self._push.setsockopt(zmq.LINGER, 0)
         self._push.connect(self._outbox)
