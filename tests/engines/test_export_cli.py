@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from engines import export as export_module
@@ -69,3 +71,16 @@ def test_serve_with_an_artifact_engine_needs_an_artifact():
 
     with pytest.raises(ConfigError, match="vlash export"):
         load_runtime(policy="pi05-tiny", random_weights=True, engine="onnxruntime", device="cpu")
+
+
+def test_bench_times_an_artifact_without_naming_its_policy(exported, capsys):
+    args = ["bench", "--artifact", str(exported), "--steps", "2", "--iters", "2", "--warmup", "1", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["engine"]["engine"] == "onnxruntime" and report["summary"]["step_ms"]["n"] == 2 * 2
+    assert main([*args[:3], "--policy", "pi05-tiny", "--iters", "1"]) == 2  # the artifact fixes the policy
+    assert "drop --policy" in capsys.readouterr().err
+    assert main([*args[:3], "--engine", "torch", "--iters", "1"]) == 2
+    assert "use --engine onnxruntime" in capsys.readouterr().err
+    assert main(["bench", "--iters", "1"]) == 2
+    assert "give --policy NAME" in capsys.readouterr().err

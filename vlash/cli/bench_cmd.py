@@ -1,5 +1,6 @@
-"""`vlash bench --policy NAME`: prefill / step / TTFA / chunk latency (median, p99) of random weights, per
-engine and precision, with the roofline floor of a device profile beside each measurement.
+"""`vlash bench --policy NAME | --artifact DIR`: prefill / step / TTFA / chunk latency (median, p99) of random
+weights (or of an exported artifact), per engine and precision, with the roofline floor of a device profile
+beside each measurement.
 
 `--device` takes a torch device (cpu, cuda, cuda:N, auto) or a device profile (configs/devices/: cpu, rtx-4090,
 h100, jetson-orin, jetson-thor, ..., or `jetson` to detect Orin / Thor); a profile sets the default engine,
@@ -17,15 +18,17 @@ from rich.progress import Progress
 from rich.table import Table
 
 from engines import available_engines
+from engines.artifact import ArtifactManifest
 from vlash.bench import BenchReport, BenchSettings, make_engine, run_bench
 from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_device
+from vlash.errors import ConfigError
 from vlash.policies.checkpoint import DTYPES
 from vlash.policies.pi05 import available_presets, load_preset
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="time prefill, denoise step, time to first action and full chunk")
-    p.add_argument("--policy", required=True, help=f"preset name or YAML path ({', '.join(available_presets())})")
+    p.add_argument("--policy", default=None, help=f"preset name or YAML path ({', '.join(available_presets())})")
     p.add_argument("--schedule", choices=("constant", "horizon-aware"), default="constant")
     p.add_argument("--steps", type=int, default=None, help="Euler steps (default: the policy's, 10 for pi05)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, auto, or a device profile / jetson")
@@ -38,7 +41,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="default: the profile's, else bf16 on cuda, fp32 on cpu",
     )
-    p.add_argument("--artifact", type=Path, default=None, help="exported artifact (default: export random weights)")
+    p.add_argument(
+        "--artifact",
+        type=Path,
+        default=None,
+        help="time an exported artifact (its policy, engine and precision are the defaults); default: random weights",
+    )
     p.add_argument("--cuda-graphs", action="store_true", default=None, help="capture the torch denoise step")
     p.add_argument("--cameras", type=int, default=None, help="number of cameras (default: the policy's)")
     p.add_argument("--batch", type=int, default=1)
@@ -54,7 +62,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def _config(args: argparse.Namespace):
+def _config(args: argparse.Namespace, manifest: ArtifactManifest | None):
+    """The policy config: the artifact's (its graphs fix the shapes) or the named preset's."""
+    if manifest is not None:
+        if args.policy is not None or args.cameras is not None:
+            raise ConfigError("--artifact fixes the policy and its cameras; drop --policy / --cameras")
+        return manifest.model_config
+    if args.policy is None:
+        raise ConfigError("give --policy NAME (random weights) or --artifact DIR (an exported artifact)")
     config = load_preset(args.policy)
     return config if args.cameras is None else config.with_cameras(args.cameras)
 
@@ -88,9 +103,13 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads or (named.threads if named else None) or None
     if threads:
         torch.set_num_threads(threads)
-    config = _config(args)
-    engine_name = args.engine or (named.engine if named else "torch")
-    dtype = args.dtype or (named.precision if named else ("bf16" if device.type == "cuda" else "fp32"))
+    manifest = ArtifactManifest.load(args.artifact) if args.artifact is not None else None
+    config = _config(args, manifest)
+    engine_name = args.engine or (manifest.engine if manifest else None) or (named.engine if named else "torch")
+    dtype = args.dtype or (manifest.precision if manifest else None)
+    dtype = dtype or (named.precision if named else ("bf16" if device.type == "cuda" else "fp32"))
+    if manifest is not None and engine_name == "torch":
+        raise ConfigError(f"the torch engine runs a policy, not an artifact; use --engine {manifest.engine}")
     cuda_graphs = args.cuda_graphs if args.cuda_graphs is not None else bool(named and named.cuda_graphs)
     settings = BenchSettings(
         schedule=args.schedule,
