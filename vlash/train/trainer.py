@@ -95,8 +95,8 @@ def has_u0(model: Pi05Model) -> float:
 
 class Auxiliaries:
     """Training-only heads (train.vision_aux), not part of the policy: per-patch item labels on the vision
-    tower's camera-0 tokens; the task's target (x, y) from the VLM stream entering its last layer at the last
-    prompt token; and the same target from the expert's final residual at every action token."""
+    tower's camera-0 tokens; the task's target (x, y) from the VLM stream entering one of its layers at the
+    last prompt token; and the same target from the expert's residual at every action token."""
 
     def __init__(
         self,
