@@ -141,22 +141,15 @@ def test_grounding_steps_are_checked(settings, message):
         TrainConfig(policy=MICRO, **settings)
 
 
-def test_all_token_target_loss_averages_the_valid_tokens_of_samples_with_a_target():
+def test_all_token_target_loss_averages_every_token_of_samples_with_a_target():
     torch = pytest.importorskip("torch")
     from vlash.train.vision_aux import TargetHead
 
     head = TargetHead(8)
     stream = torch.randn(3, 5, 8)
     target, has = torch.randn(3, 2), torch.tensor([True, True, False])
-    only_last = torch.zeros(3, 5, dtype=torch.bool)
-    only_last[:, 4] = True
-    last = torch.full((3,), 4)
-    torch.testing.assert_close(
-        head.loss_all_tokens(stream, only_last, target, has), head.loss(stream, last, target, has)
-    )
-    valid = torch.ones(3, 5, dtype=torch.bool)
-    valid[0, 2:] = False  # padding does not count
-    pred = head.proj(head.norm(stream))
-    errors = (pred - target[:, None]).square().mean(-1)
-    want = (errors[0, :2].sum() + errors[1].sum()) / 7
-    torch.testing.assert_close(head.loss_all_tokens(stream, valid, target, has), want)
+    last = torch.full((3,), 4)  # a one-token stream gives the last-token loss
+    torch.testing.assert_close(head.loss_all_tokens(stream[:, 4:], target, has), head.loss(stream, last, target, has))
+    errors = (head.proj(head.norm(stream)) - target[:, None]).square().mean(-1)
+    want = (errors[0].sum() + errors[1].sum()) / 10  # sample 2 has no target
+    torch.testing.assert_close(head.loss_all_tokens(stream, target, has), want)

@@ -148,9 +148,8 @@ class Auxiliaries:
             out["target"] = self.heads["target"].loss(prefix_out, last, batch.target_xy, batch.has_target)
         if expert_ran and "expert_target" in self.taps:
             stream = self.taps["expert_target"].take()
-            valid = torch.ones(stream.shape[:2], dtype=torch.bool)
             out["expert_target"] = self.heads["expert_target"].loss_all_tokens(
-                stream, valid, batch.target_xy, batch.has_target
+                stream, batch.target_xy, batch.has_target
             )
         return out
 

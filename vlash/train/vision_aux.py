@@ -125,13 +125,11 @@ class TargetHead(nn.Module):
         err = (pred - target).square().mean(-1) * has_target
         return err.sum() / has_target.sum().clamp(min=1)
 
-    def loss_all_tokens(self, prefix_out: Tensor, valid: Tensor, target: Tensor, has_target: Tensor) -> Tensor:
-        """The same error at every valid token (valid bool [B, T]) of a stream [B, T, W], averaged over them (the
-        expert's action tokens: each must hold the target)."""
-        pred = self.proj(self.norm(prefix_out.float()))  # [B, P, 2]
-        weight = valid.float() * has_target[:, None].float()
-        err = (pred - target[:, None, :]).square().mean(-1) * weight
-        return err.sum() / weight.sum().clamp(min=1)
+    def loss_all_tokens(self, stream: Tensor, target: Tensor, has_target: Tensor) -> Tensor:
+        """The same error at every token of a stream [B, T, W] (the expert's action tokens: each must hold the
+        target), averaged over the tokens of the samples that have a target."""
+        err = (self.proj(self.norm(stream.float())) - target[:, None, :]).square().mean((-1, -2)) * has_target
+        return err.sum() / has_target.sum().clamp(min=1)
 
 
 class FeatureTap:
