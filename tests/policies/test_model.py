@@ -114,5 +114,5 @@ def test_prefix_stream_matches_the_joint_forward_tap(two_camera_tiny):
         for layer in (0, cfg.vlm.depth - 1, cfg.vlm.depth):
             _, tapped = model.forward_joint(inputs, x_t, tau, prefix_layer=layer)
             torch.testing.assert_close(model.prefix_stream(inputs, layer), tapped, atol=1e-5, rtol=0)
-    with pytest.raises(ShapeError, match="layer must be in"):
+    with pytest.raises(ShapeError, match="prefix_layer must be in"):
         model.prefix_stream(inputs, -1)

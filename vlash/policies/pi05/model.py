@@ -112,8 +112,7 @@ class Pi05Model(nn.Module):
     def prefix_stream(self, inputs: Pi05Inputs, layer: int) -> Tensor:
         """The prefix's residual stream entering VLM layer `layer` [B, P, W], running only the layers before it
         (the prefix never sees the actions, so this equals forward_joint's tap; for training heads)."""
-        if not 0 <= layer <= len(self.vlm.layers):
-            raise ShapeError(f"layer must be in [0, {len(self.vlm.layers)}], got {layer}")
+        self._check_prefix_layer(layer)
         x, _, cos, sin, bias = self._prefix_setup(inputs)
         for block in self.vlm.layers[:layer]:
             qkv = block.project_qkv(x, cos, sin)
@@ -174,6 +173,8 @@ class Pi05Model(nn.Module):
         `prefix_layer` = k also the prefix's residual stream entering VLM layer k [B, P, W] (k = depth: after
         the last layer), for training heads."""
         self._check_suffix(x_t, tau)
+        if prefix_layer is not None:
+            self._check_prefix_layer(prefix_layer)
         prefix, prefix_valid = self.embed_prefix(inputs)
         cond = self.time_condition(tau)
         suffix = self.action_in_proj(x_t.to(self.dtype))
@@ -196,13 +197,14 @@ class Pi05Model(nn.Module):
             if prefix_layer == index + 1:
                 tapped = prefix
         v = self.action_out_proj(self.expert.final_norm(suffix, cond))
-        if prefix_layer is None:
-            return v
-        if tapped is None:
-            raise ShapeError(f"prefix_layer must be in [0, {len(self.vlm.layers)}], got {prefix_layer}")
-        return v, tapped
+        return v if prefix_layer is None else (v, tapped)
 
     # ---------------------------------------------------------------- checks
+    def _check_prefix_layer(self, layer: int) -> None:
+        """A tap point of the prefix stream: the input of VLM layer 0..depth-1, or depth (after the last)."""
+        if not 0 <= layer <= len(self.vlm.layers):
+            raise ShapeError(f"prefix_layer must be in [0, {len(self.vlm.layers)}], got {layer}")
+
     def _check_inputs(self, inputs: Pi05Inputs) -> None:
         cfg = self.config
         size = cfg.vision.image_size
