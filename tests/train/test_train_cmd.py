@@ -29,3 +29,15 @@ def test_bad_settings_are_clean_errors(tmp_path, capsys):
     assert "steps must be an int >= 1" in capsys.readouterr().err
     assert main(["train", "--out", str(tmp_path / "p"), "--d-max", "60", "--policy", MICRO]) == 2
     assert "d_max must be an int in [0, horizon=50)" in capsys.readouterr().err
+
+
+def test_head_and_probe_flags_reach_the_config(tmp_path):
+    from vlash.cli.main import parse_args
+    from vlash.cli.train_cmd import config_from_args
+
+    flags = ["--grounding-steps", "3", "--target-aux-weight", "1", "--target-aux-layer", "2"]
+    flags += ["--expert-target-aux-weight", "0.5", "--expert-target-aux-layer", "1", "--vision-probe-every", "7"]
+    config = config_from_args(parse_args(["train", "--out", str(tmp_path / "p"), "--steps", "10", *flags]))
+    assert (config.grounding_steps, config.target_aux_weight, config.target_aux_layer) == (3, 1.0, 2)
+    assert (config.expert_target_aux_weight, config.expert_target_aux_layer, config.vision_probe_every) == (0.5, 1, 7)
+    assert config.vision_aux_weight == 0.0  # unset flags keep TrainConfig's defaults

@@ -13,6 +13,18 @@ from rich.table import Table
 from vlash.policies.pi05 import available_presets
 from vlash.train.config import DEFAULT_TASKS, TrainConfig, TrainResult
 
+# Training-only heads and probes (vlash.train.vision_aux / vision_use): TrainConfig field, type, help. Each is the
+# flag --field-with-dashes, defaulting to TrainConfig's value.
+AUX_FLAGS = (
+    ("vision_aux_weight", float, "weight of the per-patch item-label loss on the vision tower; 0: off"),
+    ("target_aux_weight", float, "weight of the task-target (x, y) regression from the VLM; 0: off"),
+    ("expert_target_aux_weight", float, "weight of the same regression from the action expert's residual; 0: off"),
+    ("target_aux_layer", int, "VLM layer whose input the target head reads (default: the last)"),
+    ("expert_target_aux_layer", int, "expert layer whose input its target head reads (default: the final norm's)"),
+    ("grounding_steps", int, "first N of --steps train the auxiliary heads only (vision + VLM, no expert)"),
+    ("vision_probe_every", int, "measure image_gain (loss with shuffled images - loss) every N steps; 0: off"),
+)
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a policy from scratch on simulated expert demonstrations")
@@ -34,40 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--log-every", type=int, default=25, help="steps per progress update")
     p.add_argument("--checkpoint-every", type=int, default=0, help="also write the policy every N steps (0: off)")
-    p.add_argument(
-        "--vision-aux-weight",
-        type=float,
-        default=TrainConfig.vision_aux_weight,
-        help="weight of the per-patch item-label loss on the vision tower (needs simulator episodes); 0: off",
-    )
-    p.add_argument(
-        "--target-aux-weight",
-        type=float,
-        default=TrainConfig.target_aux_weight,
-        help="weight of the task-target (x, y) regression from the VLM's last prompt token; 0: off",
-    )
-    p.add_argument(
-        "--expert-target-aux-weight",
-        type=float,
-        default=TrainConfig.expert_target_aux_weight,
-        help="weight of the task-target regression from the action expert's final residual; 0: off",
-    )
-    p.add_argument("--target-aux-layer", type=int, default=None, help="VLM layer whose input the target head reads")
-    p.add_argument(
-        "--expert-target-aux-layer", type=int, default=None, help="expert layer whose input its target head reads"
-    )
-    p.add_argument(
-        "--grounding-steps",
-        type=int,
-        default=TrainConfig.grounding_steps,
-        help="first N of --steps train the auxiliary heads only (vision + VLM, no expert); needs an aux weight",
-    )
-    p.add_argument(
-        "--vision-probe-every",
-        type=int,
-        default=TrainConfig.vision_probe_every,
-        help="measure image_gain (loss with shuffled images - loss) every N steps; 0: off",
-    )
+    for field, kind, text in AUX_FLAGS:
+        p.add_argument(f"--{field.replace('_', '-')}", type=kind, default=getattr(TrainConfig, field), help=text)
     p.add_argument("--keep-failed", action="store_true", help="train on failed expert episodes too")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -94,13 +74,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         dataset=args.dataset,
         log_every=args.log_every,
         checkpoint_every=args.checkpoint_every,
-        vision_aux_weight=args.vision_aux_weight,
-        target_aux_weight=args.target_aux_weight,
-        grounding_steps=args.grounding_steps,
-        expert_target_aux_weight=args.expert_target_aux_weight,
-        target_aux_layer=args.target_aux_layer,
-        expert_target_aux_layer=args.expert_target_aux_layer,
-        vision_probe_every=args.vision_probe_every,
+        **{field: getattr(args, field) for field, _, _ in AUX_FLAGS},
         progress=not args.quiet,
     )
 
