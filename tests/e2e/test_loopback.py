@@ -34,17 +34,21 @@ def test_every_mode_completes_an_episode_over_loopback(server, mode):
     with PolicyClient(server.endpoint, timeout_s=5.0, client_name=f"e2e-{mode}") as client:
         result = run_robot(sim_robot(camera), client, config)
     s = result.summary
-    assert s.episodes >= 1 and s.ticks == 60
+    # every period of the 2 s schedule is accounted for: run, or skipped after a stall (a loaded 2-core CI
+    # machine can stall the loop past a whole period; ControlLoop skips such deadlines by design)
+    assert s.episodes >= 1 and s.ticks + s.missed_ticks == 60 and s.ticks >= 50
     assert s.chunks >= 2 and s.errors == 0 and s.timeouts == 0 and s.observation_errors == 0
     ran = [r for r in result.records if r.switch_step is not None]
     assert all(r.ready_ms is not None for r in ran)
-    # every chunk that ran got its final reply, except that faster switches on streamed partial actions, so
-    # its last chunk may still be streaming when the run stops
+    # every chunk that ran got its final reply, except that faster switches on streamed partial actions: its
+    # last chunk may still be streaming when the run stops, and on a loaded machine the next request can
+    # supersede a chunk still streaming (the server drops it; the running chunk keeps the actions it got)
     replied = ran[:-1] if mode == "faster" else ran
-    assert all(r.latency_ms is not None and r.server_ms is not None for r in replied)
+    unreplied = [r for r in replied if r.latency_ms is None or r.server_ms is None]
+    assert len(unreplied) <= (s.dropped if mode == "faster" else 0)
     assert {r.mode for r in ran} == {mode, "sync"}  # each episode's first chunk is sync by design
     if mode == "faster":  # streamed: the first needed action is final before the whole chunk
-        assert all(r.ready_ms <= r.latency_ms for r in replied)
+        assert all(r.ready_ms <= r.latency_ms for r in replied if r.latency_ms is not None)
     assert client.counters["stale"] == 0 and client.counters["resets"] == 0
 
 
@@ -154,6 +158,9 @@ def test_two_robots_share_one_server(server):
     for t in threads:
         t.join(30.0)
     assert set(results) == {"arm0", "arm1"}
+    # Requests dropped for a newer one of the same robot are allowed: one model thread serving two robots can
+    # fall behind on a loaded machine, and then newest-wins is the designed behaviour. That a request is never
+    # dropped for the other robot's is tested deterministically in tests/server/test_server.py.
     for summary in results.values():
-        assert summary.chunks >= 2 and summary.errors == 0 and summary.dropped == 0
+        assert summary.chunks >= 2 and summary.errors == 0 and summary.timeouts == 0
     assert server.counters()["clients"] >= 2

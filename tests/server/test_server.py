@@ -148,6 +148,26 @@ def test_newest_request_wins_and_older_ones_are_dropped(slow_server):
         assert stats["dropped"] == 2 and stats["served"] == 1
 
 
+def test_a_request_is_never_dropped_for_another_clients(slow_server):
+    """Newest wins per client only: two clients' requests, queued at once, are both served."""
+    with (
+        PolicyClient(slow_server.endpoint, timeout_s=TIMEOUT_S, client_name="a") as a,
+        PolicyClient(slow_server.endpoint, timeout_s=TIMEOUT_S, client_name="b") as b,
+    ):
+        dropped = a.stats()["dropped"]
+        a.submit(_infer(slow_server, 1))
+        b.submit(_infer(slow_server, 1))
+        for client in (a, b):
+            final = None
+            deadline = time.monotonic() + 2 * TIMEOUT_S
+            while final is None and time.monotonic() < deadline:
+                message = client.poll(0.5)
+                assert not isinstance(message, Error), message
+                final = message if message is not None and message.final else None
+            assert final is not None and final.request_id == 1
+        assert a.stats()["dropped"] == dropped
+
+
 def test_reset_forgets_the_running_request(slow_server):
     with PolicyClient(slow_server.endpoint, timeout_s=TIMEOUT_S) as c:
         served = c.stats()["served"]
