@@ -52,9 +52,11 @@ def test_ticks_keep_their_deadline_while_the_server_is_down_and_resume_when_it_r
         loop.run(down, duration_s=1.2, idle=executor.receive)
         assert client.counters["resets"] >= 2 and executor.counts["link_errors"] >= 2
         assert executor.counts["requests"] >= 6  # it kept asking (after each back-off)
-        # a blocking re-handshake would take the client's 0.2 s inside a tick; ticks stay far below one period
-        assert max(down.durations_ms) < 1e3 / RATE / 2, sorted(down.durations_ms)[-5:]
-        assert loop.overruns == 0
+        # a blocking re-handshake would hold a tick for the client's whole 0.2 s timeout. Ticks take well under a
+        # millisecond; the bound leaves room for a loaded 2-core machine descheduling the loop (stalls of 50 ms
+        # were measured in an empty 30 Hz loop on the development VM), so it is not a period
+        assert max(down.durations_ms) < 0.5 * client.timeout_s * 1e3, sorted(down.durations_ms)[-5:]
+        assert np.median(down.durations_ms) < 1e3 / RATE / 2
         chunks_before = executor.counts["chunks"]
         with LoopbackPolicyServer(endpoint, plan, META) as second:
             loop.run(TimedTicks(executor), duration_s=1.0, idle=executor.receive)
