@@ -16,6 +16,7 @@ from vlash.train.errors import DatasetError
 def test_round_trip(tmp_path):
     episodes = dot_episodes(3)
     episodes[1] = replace(episodes[1], success=False)
+    episodes[2] = replace(episodes[2], tail=np.full((7, 2), 0.5, np.float32))
     path = save_episodes(tmp_path / "data.npz", episodes)
     loaded = load_episodes(path)
     assert len(loaded) == 3
@@ -24,6 +25,8 @@ def test_round_trip(tmp_path):
         for name in ("images", "states", "actions"):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
             assert getattr(a, name).dtype == getattr(b, name).dtype
+    assert loaded[0].tail is None and loaded[1].tail is None
+    np.testing.assert_array_equal(loaded[2].tail, episodes[2].tail)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.npz"]  # no temp file left
 
 
@@ -40,6 +43,8 @@ def _tamper(path, **changes):
         ({"states": np.zeros((5, 2), np.float64)}, "states must be float32"),
         ({"lengths": np.array([3, 3], np.int64)}, "lengths sum to 6"),
         ({"format": np.array("other/9")}, "format"),
+        ({"format": np.array("vlash.episodes/1")}, "record it again"),
+        ({"tail_lengths": np.array([0, 3], np.int64)}, "tail_lengths sum to 3"),
         ({"tasks": np.array(["a"])}, "per-episode arrays"),
     ],
 )
@@ -64,3 +69,7 @@ def test_episode_validation():
         Episode("reach", "x", e.images, e.states[:4], e.actions, 0)
     with pytest.raises(DatasetError, match="uint8"):
         Episode("reach", "x", e.images.astype(np.float32), e.states, e.actions, 0)
+    with pytest.raises(DatasetError, match="tail must be float32"):
+        Episode("reach", "x", e.images, e.states, e.actions, 0, tail=np.zeros((3, 2)))
+    with pytest.raises(DatasetError, match="finite columns"):
+        Episode("reach", "x", e.images, e.states, e.actions, 0, tail=np.zeros((3, 3), np.float32))

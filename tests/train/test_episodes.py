@@ -34,6 +34,27 @@ def test_expert_state_follows_the_commanded_targets():
     assert np.abs(e.states[1:] - e.actions[:-1]).max() < 0.1
 
 
+def test_the_tail_continues_the_expert_past_the_touch_and_settles_on_the_target():
+    from robot_io.sim import make_env
+    from robot_io.sim.kinematics import forward
+
+    (e,) = record_episodes("reach", 1, seed=3, image_size=16, progress=False, tail=50)
+    assert e.success and e.tail.shape == (50, 2) and e.tail.dtype == np.float32
+    assert np.array_equal(e.labels, np.concatenate([e.actions, e.tail]))
+    step = np.abs(np.diff(e.actions, axis=0)).max()
+    assert np.abs(e.tail[0] - e.actions[-1]).max() <= step + 1e-6  # continues the motion without a jump
+    env = make_env("reach", seed=0, image_size=16)
+    env.reset(seed=e.seed)
+    world, links = env.world, env.arm_config.link_lengths
+    goal = world.positions[world.goal]
+    touch = env.task.config.touch_radius
+    end = [np.linalg.norm(forward(a, links) - goal) for a in (e.actions[-1], e.tail[-1])]
+    assert end[1] < 0.2 * touch and end[1] < end[0]  # the labels end on the target's centre
+    assert np.abs(e.tail[-1] - e.tail[-2]).max() < 1e-3  # at rest there
+    (no_tail,) = record_episodes("reach", 1, seed=3, image_size=16, progress=False)
+    assert no_tail.tail is None and np.array_equal(no_tail.labels, e.actions)
+
+
 def test_unknown_task_is_a_clear_error():
     with pytest.raises(TrainError, match="unknown task"):
         record_episodes("juggle", 1, seed=0, progress=False)

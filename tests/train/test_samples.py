@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -37,6 +39,16 @@ def test_end_of_episode_is_padded_with_last_action_and_masked():
     np.testing.assert_array_equal(s.targets[5:], np.repeat(episode.actions[19:20], 5, axis=0))
     assert s.action_mask.tolist() == [True] * 5 + [False] * 5
     assert s.loss_mask.tolist() == s.action_mask.tolist()
+
+
+def test_the_expert_tail_labels_the_chunk_past_the_episode_end():
+    episode = ramp_episode(20)
+    tail = np.full((3, 2), 7.0, np.float32)
+    s = build_sample(replace(episode, tail=tail), 15, SampleSpec.baseline(H), np.random.default_rng(0))
+    np.testing.assert_array_equal(s.targets[:5], episode.actions[15:20])
+    np.testing.assert_array_equal(s.targets[5:8], tail)
+    np.testing.assert_array_equal(s.targets[8:], tail[[-1, -1]])  # padded with the tail's last label
+    assert s.action_mask.tolist() == [True] * 8 + [False] * 2
 
 
 def test_offsets_past_the_end_are_clamped_to_keep_a_real_target():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +85,18 @@ def test_relative_targets_are_taken_from_the_samples_future_state(tmp_path, epis
     # relative stats: q01/q99 of actions[t + k] - states[t], not of the absolute actions
     absolute = dataset_normalizer(episodes)
     assert not np.allclose(normalizer.feature("action").stats["q99"], absolute.feature("action").stats["q99"])
+
+
+def test_tails_are_labels_unless_label_tail_is_off(tmp_path, episodes):
+    from vlash.train.stats import dataset_normalizer
+
+    tailed = [replace(e, tail=np.full((50, 2), 9.0, np.float32)) for e in episodes]
+    kept, _ = trainer.gather_episodes(_config(tmp_path), tailed)
+    assert all(e.tail is not None for e in kept)
+    q99 = dataset_normalizer(kept, relative_horizon=50).feature("action").stats["q99"]
+    assert (q99 > 5.0).all()  # the relative stats cover the tail's labels
+    kept, _ = trainer.gather_episodes(_config(tmp_path, label_tail=False), tailed)
+    assert all(e.tail is None for e in kept)
 
 
 def test_same_seed_same_run_and_checkpoints(tmp_path, episodes):

@@ -39,6 +39,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--d-max", type=int, default=8, help="largest future-state offset / committed prefix")
     p.add_argument("--no-augment", action="store_true", help="baseline: no future state, no prefix, constant times")
     p.add_argument("--absolute", action="store_true", help="predict absolute actions (default: relative to the state)")
+    p.add_argument(
+        "--no-tail",
+        action="store_true",
+        help="mask chunk labels past each episode's end instead of using the expert's plan",
+    )
     p.add_argument("--scratch-init", action="store_true", help="unit-scale embeddings + 2-D image position codes")
     p.add_argument("--dataset", default=None, help=".npz of episodes: reused when it exists, else recorded there")
     p.add_argument("--seed", type=int, default=0)
@@ -66,6 +71,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         d_max=args.d_max,
         augment=not args.no_augment,
         relative_actions=not args.absolute,
+        label_tail=not args.no_tail,
         scratch_init=args.scratch_init,
         image_size=args.image_size,
         only_successful=not args.keep_failed,

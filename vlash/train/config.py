@@ -57,6 +57,9 @@ class TrainConfig:
     progress: bool = True  # draw progress bars
     trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
     relative_actions: bool = True  # predict the chunk relative to the given state (openpi's DeltaActions)
+    # label chunks past an episode's end with the expert's plan from its final state (Episode.tail, H steps)
+    # instead of masking them; False also drops the tails of a loaded dataset (docs/EVALUATION.md has the A/B)
+    label_tail: bool = True
     # embeddings at unit residual scale, 2-D sin/cos image positions (train.init); off by default: one
     # reach run with it (and batch 16 x 3000 steps) scored 7% vs 35% without it (batch 32 x 1500) — not
     # separated yet, see docs/EVALUATION.md

@@ -1,8 +1,10 @@
-"""Episodes <-> one compressed .npz file (format "vlash.episodes/1"), written atomically, validated on load.
+"""Episodes <-> one compressed .npz file (format "vlash.episodes/2"), written atomically, validated on load.
 
 Layout: frames of all episodes concatenated (`images` uint8 [N, S, S, 3], `states` / `actions` float32
-[N, J]) plus per-episode arrays (`lengths` int64 [E], `seeds` int64 [E], `success` bool [E], `tasks` and
-`instructions` unicode [E]). No pickled objects: loading uses allow_pickle=False.
+[N, J]), their expert tails concatenated (`tails` float32 [M, J]), plus per-episode arrays (`lengths` and
+`tail_lengths` int64 [E] (0: no tail), `seeds` int64 [E], `success` bool [E], `tasks` and `instructions`
+unicode [E]). No pickled objects: loading uses allow_pickle=False. Format 1 (no tails) is refused: record
+again.
 """
 
 from __future__ import annotations
@@ -18,8 +20,20 @@ from vlash.atomic import atomic_write
 from vlash.train.episodes import Episode
 from vlash.train.errors import DatasetError
 
-FORMAT = "vlash.episodes/1"
-ARRAYS = ("format", "images", "states", "actions", "lengths", "seeds", "success", "tasks", "instructions")
+FORMAT = "vlash.episodes/2"
+ARRAYS = (
+    "format",
+    "images",
+    "states",
+    "actions",
+    "tails",
+    "lengths",
+    "tail_lengths",
+    "seeds",
+    "success",
+    "tasks",
+    "instructions",
+)
 
 
 def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> Path:
@@ -37,7 +51,9 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> 
         "images": np.concatenate([e.images for e in episodes]),
         "states": np.concatenate([e.states for e in episodes]),
         "actions": np.concatenate([e.actions for e in episodes]),
+        "tails": np.concatenate([_tail(e) for e in episodes]),
         "lengths": np.array([len(e) for e in episodes], dtype=np.int64),
+        "tail_lengths": np.array([len(_tail(e)) for e in episodes], dtype=np.int64),
         "seeds": np.array([e.seed for e in episodes], dtype=np.int64),
         "success": np.array([e.success for e in episodes], dtype=bool),
         "tasks": np.array([e.task for e in episodes], dtype=np.str_),
@@ -45,6 +61,10 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> 
     }
     atomic_write(target, lambda f: np.savez_compressed(f, **arrays))
     return target
+
+
+def _tail(episode: Episode) -> np.ndarray:
+    return np.zeros((0, episode.num_joints), np.float32) if episode.tail is None else episode.tail
 
 
 def _read(path: Path) -> dict[str, np.ndarray]:
@@ -62,12 +82,16 @@ def _read(path: Path) -> dict[str, np.ndarray]:
 
 def _check(path: Path, a: dict[str, np.ndarray]) -> None:
     if str(a["format"]) != FORMAT:
-        raise DatasetError(f"{path}: format is {str(a['format'])!r}, expected {FORMAT!r}")
+        raise DatasetError(
+            f"{path}: format is {str(a['format'])!r}, expected {FORMAT!r}; delete the file to record it again"
+        )
     expected = {
         "images": (np.uint8, 4),
         "states": (np.float32, 2),
         "actions": (np.float32, 2),
+        "tails": (np.float32, 2),
         "lengths": (np.int64, 1),
+        "tail_lengths": (np.int64, 1),
         "seeds": (np.int64, 1),
         "success": (np.bool_, 1),
     }
@@ -80,7 +104,7 @@ def _check(path: Path, a: dict[str, np.ndarray]) -> None:
         if a[name].dtype.kind != "U" or a[name].ndim != 1:
             raise DatasetError(f"{path}: {name} must be a 1-D unicode array, got {a[name].dtype} {a[name].shape}")
     episodes = len(a["lengths"])
-    if any(len(a[k]) != episodes for k in ("seeds", "success", "tasks", "instructions")):
+    if any(len(a[k]) != episodes for k in ("tail_lengths", "seeds", "success", "tasks", "instructions")):
         raise DatasetError(f"{path}: per-episode arrays differ in length (expected {episodes})")
     frames = int(a["lengths"].sum())
     if episodes == 0 or np.any(a["lengths"] < 1):
@@ -90,6 +114,10 @@ def _check(path: Path, a: dict[str, np.ndarray]) -> None:
             f"{path}: lengths sum to {frames} frames but images/states/actions have "
             f"{len(a['images'])}/{len(a['states'])}/{len(a['actions'])}"
         )
+    if np.any(a["tail_lengths"] < 0) or int(a["tail_lengths"].sum()) != len(a["tails"]):
+        raise DatasetError(
+            f"{path}: tail_lengths sum to {int(a['tail_lengths'].sum())} but tails has {len(a['tails'])}"
+        )
 
 
 def load_episodes(path: str | os.PathLike[str]) -> list[Episode]:
@@ -98,9 +126,11 @@ def load_episodes(path: str | os.PathLike[str]) -> list[Episode]:
     a = _read(path)
     _check(path, a)
     bounds = np.concatenate([[0], np.cumsum(a["lengths"])])
+    tail_bounds = np.concatenate([[0], np.cumsum(a["tail_lengths"])])
     episodes = []
     for i in range(len(a["lengths"])):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
+        tail_lo, tail_hi = int(tail_bounds[i]), int(tail_bounds[i + 1])
         try:
             episodes.append(
                 Episode(
@@ -111,6 +141,7 @@ def load_episodes(path: str | os.PathLike[str]) -> list[Episode]:
                     actions=a["actions"][lo:hi],
                     seed=int(a["seeds"][i]),
                     success=bool(a["success"][i]),
+                    tail=a["tails"][tail_lo:tail_hi] if tail_hi > tail_lo else None,
                 )
             )
         except DatasetError as exc:

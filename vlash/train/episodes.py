@@ -2,7 +2,8 @@
 
 `record_episodes` runs `robot_io.sim`'s expert (`env.expert_action()`, absolute joint targets) from
 `reset` until the episode terminates or is truncated, keeping every frame's camera image, the observed
-joint state and the commanded action. Save / load: `vlash.train.dataset`.
+joint state and the commanded action, and optionally the expert's plan past the last frame (the tail:
+chunk labels for the frames near the end). Save / load: `vlash.train.dataset`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class Episode:
     actions: np.ndarray  # float32 [T, J] commanded absolute joint targets
     seed: int  # reset seed that reproduces the episode
     success: bool = True  # whether the expert solved the task in this episode
+    # float32 [K, J]: what the expert would command in the K steps after the last frame (labels only, no
+    # frames). A reach episode ends the moment the target is touched, with the arm still moving; without the
+    # tail, every chunk label past that moment is padding, so no label ever shows the arm settling on a target.
+    tail: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         name = f"episode {self.task!r} seed {self.seed}"
@@ -52,6 +57,13 @@ class Episode:
             raise DatasetError(f"{name}: state dims {self.states.shape[1]} != action dims {self.actions.shape[1]}")
         if not (np.isfinite(self.states).all() and np.isfinite(self.actions).all()):
             raise DatasetError(f"{name}: states or actions contain NaN or inf")
+        if self.tail is not None:
+            tail = self.tail
+            if not isinstance(tail, np.ndarray) or tail.dtype != np.float32 or tail.ndim != 2:
+                got = f"{tail.dtype} {tail.shape}" if isinstance(tail, np.ndarray) else type(tail).__name__
+                raise DatasetError(f"{name}: tail must be float32 [K, J], got {got}")
+            if tail.shape[1] != self.actions.shape[1] or not np.isfinite(tail).all():
+                raise DatasetError(f"{name}: tail must have {self.actions.shape[1]} finite columns, got {tail.shape}")
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
@@ -59,6 +71,11 @@ class Episode:
     @property
     def num_joints(self) -> int:
         return int(self.states.shape[1])
+
+    @property
+    def labels(self) -> np.ndarray:
+        """float32 [T + K, J]: the commanded actions followed by the tail (the chunk labels a sample can use)."""
+        return self.actions if self.tail is None else np.concatenate([self.actions, self.tail])
 
 
 def success_rate(episodes: Sequence[Episode]) -> float:
@@ -89,8 +106,9 @@ def _is_success(info: dict[str, Any], terminated: bool) -> bool:
     return bool(info["success"]) if "success" in info else bool(terminated)
 
 
-def rollout_expert(env: Any, seed: int, task: str) -> Episode:
-    """One expert episode from `env.reset(seed=seed)` to termination or truncation."""
+def rollout_expert(env: Any, seed: int, task: str, tail: int = 0) -> Episode:
+    """One expert episode from `env.reset(seed=seed)` to termination or truncation, plus the expert's plan for
+    the `tail` steps after it (`env.expert_chunk` from the final state; the env is not stepped further)."""
     obs, info = env.reset(seed=seed)
     instruction = str(env.instruction)
     images, states, actions = [], [], []
@@ -111,6 +129,7 @@ def rollout_expert(env: Any, seed: int, task: str) -> Episode:
         actions=np.stack(actions),
         seed=seed,
         success=_is_success(info, terminated),
+        tail=np.asarray(env.expert_chunk(tail), dtype=np.float32) if tail > 0 else None,
     )
 
 
@@ -121,8 +140,10 @@ def record_episodes(
     image_size: int = 96,
     progress: bool = True,
     only_successful: bool = False,
+    tail: int = 0,
 ) -> list[Episode]:
-    """Record `count` expert episodes of `task` (fewer when `only_successful` drops failed ones).
+    """Record `count` expert episodes of `task` (fewer when `only_successful` drops failed ones), each with a
+    `tail` of expert actions past its end (`rollout_expert`).
 
     Deterministic given (task, count, seed, image_size). Each episode keeps its reset seed and whether it
     succeeded; `success_rate` of the unfiltered list is the expert's success rate.
@@ -133,7 +154,7 @@ def record_episodes(
     episodes = []
     with progress_bar(f"recording {task}", total=count, enabled=progress) as advance:
         for s in episode_seeds(task, count, seed):
-            episodes.append(rollout_expert(env, s, task))
+            episodes.append(rollout_expert(env, s, task, tail))
             advance(1, f"success {success_rate(episodes):.0%}")
     close = getattr(env, "close", None)
     if callable(close):

@@ -3,9 +3,9 @@
 Future-state offset (VLASH, ALGORITHMS.md §2): `delta ~ U{0..d_max}`; the image stays the one observed
 at `t`, the state becomes the state the robot will be in at `t + delta` — for `delta > 0` the action
 commanded at `t + delta - 1` (what the runtime sends: the last target commanded before the switch), for
-`delta = 0` the observed state at `t` — and the targets are `actions[t + delta : t + delta + H]`.
-Positions past the episode end repeat the last action and are masked out (`action_mask` False); `delta`
-is clamped so at least one real target exists.
+`delta = 0` the observed state at `t` — and the targets are `labels[t + delta : t + delta + H]`, the
+episode's actions followed by its expert tail (`Episode.labels`). Positions past the labels' end repeat the
+last one and are masked out (`action_mask` False); `delta` is clamped so that the state is a recorded one.
 
 Committed prefix (training-time RTC, FASTER's mix; ALGORITHMS.md §3, §4b): with probability `mix_prob` a
 sample is a hand-off sample: `d ~ U{0..d_max}` (clamped so at least one non-prefix real target remains),
@@ -64,8 +64,8 @@ class Sample:
     image: np.ndarray  # uint8 [S, S, 3] camera frame observed at t
     state: np.ndarray  # float32 [J] state given to the policy (future state at t + delta)
     instruction: str  # task instruction
-    targets: np.ndarray  # float32 [H, J] actions[t + delta :], padded with the last action
-    action_mask: np.ndarray  # bool [H] True where the target is a real action (not end padding)
+    targets: np.ndarray  # float32 [H, J] labels[t + delta :], padded with the last label
+    action_mask: np.ndarray  # bool [H] True where the target is a real label (not end padding)
     prefix_len: int  # d, committed clean actions at the chunk's start (no loss there)
     delta: int  # future-state offset
     frame: int  # t
@@ -86,9 +86,10 @@ def build_sample(episode: Episode, t: int, spec: SampleSpec, rng: np.random.Gene
     delta = min(delta, length - 1 - t)
     start = t + delta
     state = episode.states[t] if delta == 0 else episode.actions[start - 1]
+    labels = episode.labels
     index = np.arange(start, start + spec.horizon)
-    action_mask = index < length
-    targets = episode.actions[np.minimum(index, length - 1)]
+    action_mask = index < len(labels)
+    targets = labels[np.minimum(index, len(labels) - 1)]
     handoff = bool(spec.prefix_mix and rng.random() < spec.mix_prob)
     prefix_len = min(int(rng.integers(0, spec.d_max + 1)), int(action_mask.sum()) - 1) if handoff else 0
     use_has = bool(handoff and rng.random() < spec.has_prob)

@@ -25,9 +25,10 @@ def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def relative_chunks(episode: Episode, horizon: int) -> np.ndarray:
-    """[n, J]: every `actions[t + k] - states[t]` with 0 <= k < horizon inside the episode (what a relative
-    policy predicts)."""
-    return np.concatenate([episode.actions[t : t + horizon] - episode.states[t] for t in range(len(episode))])
+    """[n, J]: every `labels[t + k] - states[t]` with 0 <= k < horizon inside the episode's labels (its actions
+    and tail: what a relative policy predicts)."""
+    labels = episode.labels
+    return np.concatenate([labels[t : t + horizon] - episode.states[t] for t in range(len(episode))])
 
 
 def dataset_normalizer(episodes: Sequence[Episode], relative_horizon: int = 0) -> Normalizer:
@@ -39,7 +40,7 @@ def dataset_normalizer(episodes: Sequence[Episode], relative_horizon: int = 0) -
     if relative_horizon > 0:
         actions = np.concatenate([relative_chunks(e, relative_horizon) for e in episodes])
     else:
-        actions = np.concatenate([e.actions for e in episodes])
+        actions = np.concatenate([e.labels for e in episodes])
     return Normalizer(
         [
             FeatureNorm(STATE_KEY, NormMode.QUANTILES, feature_stats(states)),

@@ -9,6 +9,7 @@ train_log.json, atomically (`vlash.train.output`). Deterministic given the seed 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import tempfile
@@ -45,8 +46,11 @@ VISION_PROBE_SIZE = 32  # samples in the fixed image_gain probe batch
 ADAM_BETAS = (0.9, 0.95)  # openpi's AdamW betas
 
 
-def gather_episodes(config: TrainConfig, episodes: Sequence[Episode] | None = None) -> tuple[list[Episode], float]:
-    """(episodes to train on, expert success rate): given, loaded from config.dataset, or recorded (and saved)."""
+def gather_episodes(
+    config: TrainConfig, episodes: Sequence[Episode] | None = None, horizon: int = 50
+) -> tuple[list[Episode], float]:
+    """(episodes to train on, expert success rate): given, loaded from config.dataset, or recorded (and saved)
+    with `horizon` tail steps each; without config.label_tail the tails are dropped."""
     if episodes is not None:
         found = list(episodes)
     elif config.dataset and Path(config.dataset).is_file():
@@ -54,10 +58,21 @@ def gather_episodes(config: TrainConfig, episodes: Sequence[Episode] | None = No
         log.info("loaded %d episodes from %s", len(found), config.dataset)
     else:
         found = []
+        tail = horizon if config.label_tail else 0
         for task in config.tasks:
-            found += record_episodes(task, config.episodes_per_task, config.seed, config.image_size, config.progress)
+            found += record_episodes(
+                task, config.episodes_per_task, config.seed, config.image_size, config.progress, tail=tail
+            )
         if config.dataset:
             save_episodes(config.dataset, found)
+    if not config.label_tail:
+        found = [dataclasses.replace(e, tail=None) for e in found]
+    elif any(e.tail is None for e in found):
+        log.warning(
+            "%d of %d episodes have no expert tail: their labels end at the episode's end",
+            sum(e.tail is None for e in found),
+            len(found),
+        )
     rate = success_rate(found)
     kept = [e for e in found if e.success] if config.only_successful else found
     if not kept:
@@ -283,6 +298,7 @@ def _metadata(config: TrainConfig, command: str | None, data: TrainingData, rate
             "episodes": len(episodes),
             "frames": len(data.table),
             "expert_success_rate": rate,
+            "tail_steps": sorted({0 if e.tail is None else len(e.tail) for e in episodes}),
             "episodes_per_task": {t: sum(e.task == t for e in episodes) for t in tasks},
             "instructions": sorted({e.instruction for e in episodes}),
         },
@@ -329,7 +345,7 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
     start = time.perf_counter()
     policy = load_preset(config.policy)
     spec = config.sample_spec(policy.action_horizon)  # bad settings fail before any recording
-    kept, rate = gather_episodes(config, episodes)
+    kept, rate = gather_episodes(config, episodes, policy.action_horizon)
     normalizer = dataset_normalizer(kept, policy.action_horizon if config.relative_actions else 0)
     with tempfile.TemporaryDirectory(prefix="vlash-train-") as tmp:
         tokenizer_file = train_tokenizer({e.instruction for e in kept}, tmp, max_vocab=policy.vocab_size)
