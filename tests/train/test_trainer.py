@@ -91,11 +91,11 @@ def test_tails_are_labels_unless_label_tail_is_off(tmp_path, episodes):
     from vlash.train.stats import dataset_normalizer
 
     tailed = [replace(e, tail=np.full((50, 2), 9.0, np.float32)) for e in episodes]
-    kept, _ = trainer.gather_episodes(_config(tmp_path), tailed)
+    kept, _ = trainer.gather_episodes(_config(tmp_path), tailed, 50)
     assert all(e.tail is not None for e in kept)
     q99 = dataset_normalizer(kept, relative_horizon=50).feature("action").stats["q99"]
     assert (q99 > 5.0).all()  # the relative stats cover the tail's labels
-    kept, _ = trainer.gather_episodes(_config(tmp_path, label_tail=False), tailed)
+    kept, _ = trainer.gather_episodes(_config(tmp_path, label_tail=False), tailed, 50)
     assert all(e.tail is None for e in kept)
 
 

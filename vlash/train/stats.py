@@ -32,8 +32,9 @@ def relative_chunks(episode: Episode, horizon: int) -> np.ndarray:
 
 
 def dataset_normalizer(episodes: Sequence[Episode], relative_horizon: int = 0) -> Normalizer:
-    """A Normalizer with "observation.state" (observed states) and "action" stats: of the commanded targets,
-    or with `relative_horizon` H > 0 of the targets relative to the state over H-action chunks."""
+    """A Normalizer with "observation.state" (observed states) and "action" stats: of the labels (commanded
+    targets and tails), or with `relative_horizon` H > 0 of the labels relative to the state over H-action
+    chunks."""
     if not episodes:
         raise DatasetError("no episodes to compute normalization stats from")
     states = np.concatenate([e.states for e in episodes])

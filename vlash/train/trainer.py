@@ -47,7 +47,7 @@ ADAM_BETAS = (0.9, 0.95)  # openpi's AdamW betas
 
 
 def gather_episodes(
-    config: TrainConfig, episodes: Sequence[Episode] | None = None, horizon: int = 50
+    config: TrainConfig, episodes: Sequence[Episode] | None, horizon: int
 ) -> tuple[list[Episode], float]:
     """(episodes to train on, expert success rate): given, loaded from config.dataset, or recorded (and saved)
     with `horizon` tail steps each; without config.label_tail the tails are dropped."""
