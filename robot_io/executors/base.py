@@ -199,9 +199,9 @@ class ChunkExecutor:
     def _link_failed(self, exc: Exception) -> None:
         self.counts["link_errors"] += 1
         self._warn_once("link", f"policy link failed: {exc}")
-        if self.pending is not None:
-            self._close(self.pending, "error")
-        self._streaming = None
+        for req in (self.pending, self._streaming):
+            if req is not None:
+                self._close(req, "error")
         self._back_off()
 
     def _back_off(self) -> None:
@@ -268,6 +268,7 @@ class ChunkExecutor:
             req.record.status = status
         elif req is self._streaming:  # the running chunk keeps what arrived; missing indices starve
             self._streaming = None
+            req.record.stream_cut = status
 
     def _expire(self, now: int) -> None:
         req = self.pending
@@ -276,7 +277,7 @@ class ChunkExecutor:
             self._warn_once("timeout", f"request {req.chunk_id}: no reply in {self.config.request_timeout_s} s")
             self._close(req, "timeout")
         if self._streaming is not None and now - self._streaming.request_ns > self.config.request_timeout_s * 1e9:
-            self._streaming = None
+            self._close(self._streaming, "timeout")
 
     def _activate(self, step: int) -> None:
         req, q = self.pending, self.config.quantization

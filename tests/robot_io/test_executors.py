@@ -119,6 +119,23 @@ def test_faster_switches_on_partial_actions_before_the_chunk_is_final():
     assert h.executor.counts["starved_steps"] == 0
 
 
+def test_a_streaming_chunk_superseded_before_its_final_message_is_marked_and_keeps_running():
+    stream = [(0.3, 2), (0.6, 10)]
+
+    def drop_second(step, harness):
+        if step == 7:  # request 2 took over at step 6 on its partial actions; its final message is still due
+            harness.client._queue.clear()
+            harness.client._push(harness.clock.now_ns(), Error(ErrorCode.DROPPED, "newer request", 2))
+
+    h = Harness(mode="faster", execution_horizon=5, initial_delay=3, stream=stream, latency_s=0.25)
+    h.run(9, on_tick=drop_second)
+    second = h.executor.records[1]
+    assert second.switch_step == 6 and second.latency_ms is None
+    assert second.stream_cut == "dropped" and second.status == "running"
+    assert h.chunk_at(8) == (2, 3)  # it keeps running on the actions that arrived
+    assert h.executor.counts["dropped"] == 1 and h.executor.records[0].stream_cut is None
+
+
 def test_sync_holds_while_waiting_and_runs_each_chunk_from_index_0():
     h = Harness(mode="sync", execution_horizon=4).run(16)
     assert h.chunk_at(3) == (1, 0) and h.chunk_at(6) == (1, 3)
