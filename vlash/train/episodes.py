@@ -11,6 +11,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -72,9 +73,10 @@ class Episode:
     def num_joints(self) -> int:
         return int(self.states.shape[1])
 
-    @property
+    @cached_property
     def labels(self) -> np.ndarray:
-        """float32 [T + K, J]: the commanded actions followed by the tail (the chunk labels a sample can use)."""
+        """float32 [T + K, J]: the commanded actions followed by the tail (the chunk labels a sample can use);
+        built once, then read by every sample drawn from the episode."""
         return self.actions if self.tail is None else np.concatenate([self.actions, self.tail])
 
 
