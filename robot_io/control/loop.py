@@ -39,7 +39,7 @@ class LoopSummary:
     ticks: int  # ticks run
     duration_s: float  # from the first tick's start to the last tick's end
     overruns: int  # ticks that ended after the next deadline
-    missed_ticks: int  # deadlines skipped entirely because of overruns
+    missed_ticks: int  # deadlines of the schedule skipped entirely because of overruns
     jitter_p50_ms: float  # |actual period - scheduled period|, median
     jitter_p99_ms: float  # same, 99th percentile
     jitter_max_ms: float  # same, maximum
@@ -90,11 +90,12 @@ class ControlLoop:
         self._jitter_ns.clear()
         self._tick_ns.clear()
         first = deadline = clock.now_ns()
-        end_ns = None if duration_s is None else first + round(duration_s * 1e9)
+        # the schedule: deadlines before end_ns, i.e. round(duration * rate) of them
+        end_ns = None if duration_s is None else first + round(duration_s * 1e9) - period // 2
         index, prev = 0, None  # prev: (index, start_ns) of the previous tick
         last_end = first
         while not self._stop and (max_ticks is None or self.ticks < max_ticks):
-            if end_ns is not None and deadline >= end_ns - period // 2:  # round(duration * rate) ticks
+            if end_ns is not None and deadline >= end_ns:
                 break
             if idle is not None and clock.now_ns() < deadline - spin:
                 idle(deadline - spin)
@@ -121,6 +122,8 @@ class ControlLoop:
                     )
                 deadline += skipped * period
                 index += skipped
+                if end_ns is not None:  # deadlines past the schedule's end were never due
+                    skipped -= min(skipped, max(0, (deadline - end_ns) // period))
                 self.missed_ticks += skipped
             if keep_going is False:
                 break

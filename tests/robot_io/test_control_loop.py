@@ -35,6 +35,14 @@ def test_a_slow_tick_is_an_overrun_and_passed_deadlines_are_skipped_with_the_ind
     assert summary.tick_p99_ms > 20
 
 
+def test_a_stall_at_the_end_misses_only_the_deadlines_of_the_schedule():
+    clock = SimulatedClock()
+    loop = ControlLoop(100.0, clock)
+    summary = loop.run(lambda t: clock.advance(0.05 if t.index == 7 else 0.0), duration_s=0.1)
+    # tick 7 (70 ms) ends at 120 ms: deadlines 80 and 90 ms were due and missed; 100 and 110 ms were never due
+    assert summary.ticks == 8 and summary.missed_ticks == 2
+
+
 def test_returning_false_or_stop_ends_the_loop():
     loop = ControlLoop(50.0, SimulatedClock())
     assert loop.run(lambda t: t.index < 4).ticks == 5
@@ -53,7 +61,9 @@ def test_idle_gets_the_slack_before_each_deadline():
 def test_real_clock_keeps_the_rate_without_drift():
     loop = ControlLoop(200.0, MonotonicClock())
     summary = loop.run(lambda t: None, duration_s=0.2)
-    assert 38 <= summary.ticks <= 40
+    # every deadline of the schedule ran or was skipped after a stall (a loaded CI machine can deschedule the
+    # process for several periods); a loop that slept a period after each tick would fall behind instead
+    assert summary.ticks + summary.missed_ticks == 40 and summary.ticks >= 20
     assert summary.jitter_p50_ms < 2.0
 
 
