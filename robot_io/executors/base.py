@@ -78,6 +78,8 @@ class ChunkExecutor:
         """Forget chunks in flight and in execution (a new episode); the next request is a first request."""
         if self.pending is not None:
             self.pending.record.status = "reset"
+        if self._streaming is not None:  # its remaining replies will arrive as stale
+            self._streaming.record.stream_cut = "reset"
         if self._running is not None:
             self._running.status = "done"
         self.pending = self._streaming = self.current = self._running = None
@@ -292,6 +294,8 @@ class ChunkExecutor:
             return
         if self._running is not None:
             self._running.status = "done"
+        if self._streaming is not None:  # replaced while still streaming: its remaining replies will be stale
+            self._streaming.record.stream_cut = "replaced"
         rec = req.record
         rec.switch_step, rec.switch_index, rec.status = step, index, "running"
         delta = self.config.action_kind == "delta"

@@ -87,7 +87,8 @@ class ChunkRecord:
     switch_index: int | None = None  # chunk index run at switch_step
     status: str = "pending"  # pending, running, done, dropped, error, timeout, too_late, reset
     # a chunk that took over on streamed actions and then stopped receiving before its final message: why
-    # (dropped: superseded by the next request; error; timeout). Its missing actions starve. None otherwise
+    # (dropped: the server cancelled it for the next request; error; timeout; reset: a new episode began;
+    # replaced: the next chunk took over first). Its missing actions starve. None otherwise
     stream_cut: str | None = None
     timing_ms: dict[str, float] = field(default_factory=dict)  # the server's breakdown
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import pytest
 
 from robot_io.control import ControlLoop, SimulatedClock
 from robot_io.executors import DelayEstimator, ExecutorConfig, make_executor
-from robot_io.protocol import CameraSpec, Error, ErrorCode, Infer, Metadata
+from robot_io.protocol import Actions, CameraSpec, Error, ErrorCode, Infer, Metadata
 from robot_io.testing import FakePolicyClient
 
 PERIOD = 0.1  # 10 Hz: latencies below read as whole steps
@@ -134,6 +136,43 @@ def test_a_streaming_chunk_superseded_before_its_final_message_is_marked_and_kee
     assert second.stream_cut == "dropped" and second.status == "running"
     assert h.chunk_at(8) == (2, 3)  # it keeps running on the actions that arrived
     assert h.executor.counts["dropped"] == 1 and h.executor.records[0].stream_cut is None
+
+
+def test_a_reset_while_the_running_chunk_streams_is_marked_and_its_late_replies_are_stale():
+    stream = [(0.3, 2), (0.6, 10)]
+
+    def new_episode(step, harness):
+        if step == 7:  # request 2 took over at step 6 on its partial actions; its final message is due at 7.5
+            harness.executor.reset()
+
+    h = Harness(mode="faster", execution_horizon=5, initial_delay=3, stream=stream, latency_s=0.25)
+    h.run(9, on_tick=new_episode)
+    second = h.executor.records[1]
+    assert second.switch_step == 6 and second.latency_ms is None
+    assert second.stream_cut == "reset" and second.status == "done"
+    assert h.executor.counts["stale"] >= 1 and h.executor.records[2].mode == "sync"  # the episode starts afresh
+
+
+class NonCancellingClient(FakePolicyClient):
+    """A server that keeps streaming a request after the same client's next one arrives (the protocol allows it;
+    vlash's server cancels it and says DROPPED)."""
+
+    def submit(self, infer: Infer) -> None:
+        streaming = [item for item in self._queue if isinstance(item[2], Actions)]
+        super().submit(infer)
+        self._queue = [item for item in self._queue if not isinstance(item[2], Error)] + streaming
+        heapq.heapify(self._queue)
+
+
+def test_a_chunk_replaced_while_it_still_streams_is_marked_and_its_late_replies_are_stale():
+    h = Harness(mode="faster", execution_horizon=2, initial_delay=1, stream=[(0.1, 10)], latency_s=0.6)
+    h.client = NonCancellingClient(plan, metadata(), h.clock, 0.6, [(0.1, 10)])
+    h.executor.client = h.client
+    h.run(8)
+    ran = [r for r in h.executor.records if r.switch_step is not None]
+    assert len(ran) >= 3 and h.executor.counts["dropped"] == 0
+    assert all(r.stream_cut == "replaced" and r.latency_ms is None for r in ran[:-1])
+    assert h.executor.counts["stale"] >= 1
 
 
 def test_sync_holds_while_waiting_and_runs_each_chunk_from_index_0():
