@@ -92,6 +92,7 @@ class RunResult:
     held: np.ndarray  # [T] bool: the watchdog fallback was sent
     chunk_ids: np.ndarray  # [T] running chunk (request id), -1 none
     chunk_index: np.ndarray  # [T] chunk index commanded, -1 none
+    tick_ms: np.ndarray  # [T] the tick's own work: observe, executor, safety, send (a blocked tick shows here)
     episodes: list[Any] = field(default_factory=list)  # SimRobot EpisodeOutcome list
 
 
@@ -126,7 +127,9 @@ class Runner:
         self.executor = make_executor(client, config.executor, self.loop.period_s, self.clock)
         self.safety = Safety(safety_for(robot, config))
         self.observation_errors = 0
-        self._log: dict[str, list] = {k: [] for k in ("t", "step", "state", "command", "held", "chunk", "index")}
+        self._log: dict[str, list] = {
+            k: [] for k in ("t", "step", "state", "command", "held", "chunk", "index", "tick_ms")
+        }
         self._last_state: np.ndarray | None = None
         self._t0 = 0
         self._next_status = 0
@@ -153,8 +156,9 @@ class Runner:
         state = self._last_state
         sent, held = self.safety.filter(action, state, expected=action is None and self.executor.waiting)
         really = np.asarray(self.robot.send_action({"action": sent})["action"], np.float32)
-        cur = self.executor.current
         lg = self._log
+        lg["tick_ms"].append((self.clock.now_ns() - tick.start_ns) / 1e6)
+        cur = self.executor.current
         lg["t"].append((tick.start_ns - self._t0) / 1e9)
         lg["step"].append(tick.index)
         lg["state"].append(state)
@@ -240,6 +244,7 @@ class Runner:
             held=np.asarray(lg["held"], bool),
             chunk_ids=np.asarray(lg["chunk"], np.int64),
             chunk_index=np.asarray(lg["index"], np.int64),
+            tick_ms=np.asarray(lg["tick_ms"], np.float64),
             episodes=episodes,
         )
 

@@ -42,6 +42,22 @@ def test_vlash_runs_simulated_episodes_with_the_expert_and_logs_every_tick():
     assert s.watchdog_holds == s.waiting_steps == result.held.sum()  # only the by-design waits
 
 
+def test_each_tick_s_own_work_is_logged():
+    runner, _ = sim_runner("vlash", duration_s=1.0)
+    send, sent = runner.robot.send_action, []
+
+    def slow_send(action):  # the robot's bus takes 2 ms per command, 7 ms for the sixth
+        runner.clock.advance(0.007 if len(sent) == 5 else 0.002)
+        sent.append(action)
+        return send(action)
+
+    runner.robot.send_action = slow_send
+    result = runner.run()
+    expected = np.full(30, 2.0)
+    expected[5] = 7.0
+    assert np.allclose(result.tick_ms, expected)
+
+
 def test_watchdog_holds_the_last_command_in_the_tick_the_chunk_runs_out():
     runner, client = sim_runner("naive", chunk_length=20, duration_s=2.0, task="track", execution_horizon=10)
     original = client.submit
