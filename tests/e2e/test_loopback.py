@@ -30,23 +30,26 @@ def executor_config(mode: str, **kw) -> ExecutorConfig:
 @pytest.mark.parametrize("mode", EXECUTION_MODES)
 def test_every_mode_completes_an_episode_over_loopback(server, mode):
     camera = server.metadata.cameras[0].name
-    config = RunConfig(executor_config(mode), rate_hz=RATE, duration_s=2.0)
+    config = RunConfig(executor_config(mode), rate_hz=RATE, duration_s=3.0)
     with PolicyClient(server.endpoint, timeout_s=5.0, client_name=f"e2e-{mode}") as client:
         result = run_robot(sim_robot(camera), client, config)
     s = result.summary
-    # every period of the 2 s schedule is accounted for: run, or skipped after a stall (a loaded 2-core CI
-    # machine can stall the loop past a whole period; ControlLoop skips such deadlines by design)
-    assert s.episodes >= 1 and s.ticks + s.missed_ticks == 60 and s.ticks >= 50
-    assert s.chunks >= 2 and s.errors == 0 and s.timeouts == 0 and s.observation_errors == 0
+    # every period of the 3 s schedule is accounted for: run, or skipped after a stall (CI has stalled the
+    # process for 0.5 s on 2 loaded cores; ControlLoop skips such deadlines by design)
+    assert s.episodes >= 1 and s.ticks + s.missed_ticks == 90
+    # the policy never blocks the loop: a tick that waited for its chunk (~70 ms) would outlast a period, once per
+    # chunk; one such tick is allowed, for a stall that lands inside a tick's own work rather than between ticks
+    assert s.chunks >= 2 and (result.tick_ms > 1e3 * PERIOD_S).sum() <= 1, np.sort(result.tick_ms)[-3:]
+    assert s.errors == 0 and s.timeouts == 0 and s.observation_errors == 0
     ran = [r for r in result.records if r.switch_step is not None]
     assert all(r.ready_ms is not None for r in ran)
     # every chunk that ran got its final reply, except that faster switches on streamed partial actions: its
-    # last chunk may still be streaming when the run stops, and on a loaded machine the next request can
-    # supersede a chunk still streaming (the server drops it; the running chunk keeps the actions it got)
+    # last chunk may still be streaming when the run stops, and on a loaded machine a chunk can still be
+    # streaming when the next request supersedes it or the episode ends; then its record says why (stream_cut)
     replied = ran[:-1] if mode == "faster" else ran
     unreplied = [r for r in replied if r.latency_ms is None or r.server_ms is None]
-    unexplained = [(r.chunk_id, r.status, r.stream_cut, r.latency_ms, r.server_ms) for r in unreplied]
-    assert len(unreplied) <= (s.dropped if mode == "faster" else 0), unexplained
+    unexplained = [(r.chunk_id, r.status, r.latency_ms, r.server_ms) for r in unreplied if r.stream_cut is None]
+    assert not unexplained and (mode == "faster" or not unreplied), unexplained
     assert {r.mode for r in ran} == {mode, "sync"}  # each episode's first chunk is sync by design
     if mode == "faster":  # streamed: the first needed action is final before the whole chunk
         assert all(r.ready_ms <= r.latency_ms for r in replied if r.latency_ms is not None)
@@ -137,8 +140,8 @@ def test_server_killed_mid_episode_robot_holds_then_resumes_after_restart(runtim
     assert not held[first - 1] and steps[first] == steps[first - 1] + 1  # held at the very next period
     block = np.arange(first, first + np.argmin(held[first:]))  # the contiguous hold
     assert np.array_equal(commands[block], np.repeat(commands[first - 1 : first], len(block), axis=0))
-    gaps = np.diff(result.time_s[first - 1 : block[-1] + 2])
-    assert gaps.max() < 1.5 * PERIOD_S, gaps.max()  # ticks kept their deadlines while the server was down
+    # no tick waited for the dead server (a blocking reconnect would hold one for the client's 0.3 s timeout)
+    assert result.tick_ms[block].max() < 0.5 * client.timeout_s * 1e3, np.sort(result.tick_ms[block])[-3:]
     resumed = [r for r in result.records if r.switch_step is not None and r.switch_step > outage.restarted_step]
     assert len(resumed) >= 2 and not held[-3:].any()  # new chunks run: reconnected without intervention
     assert client.counters["resets"] >= 1 and client.counters["handshakes"] >= 2
@@ -149,7 +152,7 @@ def test_two_robots_share_one_server(server):
     results: dict[str, object] = {}
 
     def drive(name: str, mode: str, seed: int) -> None:
-        config = RunConfig(executor_config(mode), rate_hz=RATE, duration_s=1.5)
+        config = RunConfig(executor_config(mode), rate_hz=RATE, duration_s=3.0)
         with PolicyClient(server.endpoint, timeout_s=5.0, client_name=name) as client:
             results[name] = run_robot(sim_robot(camera, seed=seed), client, config).summary
 

@@ -52,10 +52,11 @@ def test_ticks_keep_their_deadline_while_the_server_is_down_and_resume_when_it_r
         loop.run(down, duration_s=1.2, idle=executor.receive)
         assert client.counters["resets"] >= 2 and executor.counts["link_errors"] >= 2
         assert executor.counts["requests"] >= 6  # it kept asking (after each back-off)
-        # a blocking re-handshake would hold a tick for the client's whole 0.2 s timeout. Ticks take well under a
-        # millisecond; the bound leaves room for a loaded 2-core machine descheduling the loop (stalls of 50 ms
-        # were measured in an empty 30 Hz loop on the development VM), so it is not a period
-        assert max(down.durations_ms) < 0.5 * client.timeout_s * 1e3, sorted(down.durations_ms)[-5:]
+        # a blocking re-handshake would hold a tick for the client's whole 0.2 s timeout, once per reconnect (at
+        # least 2). Ticks take well under a millisecond; one slow tick is allowed for a loaded 2-core machine
+        # descheduling the process inside a tick (CI has stalled it for 0.5 s)
+        slow = [d for d in down.durations_ms if d >= 0.5 * client.timeout_s * 1e3]
+        assert len(slow) <= 1 < client.counters["resets"], sorted(down.durations_ms)[-5:]
         assert np.median(down.durations_ms) < 1e3 / RATE / 2
         chunks_before = executor.counts["chunks"]
         with LoopbackPolicyServer(endpoint, plan, META) as second:
@@ -80,9 +81,8 @@ def test_first_submit_sends_hello_and_request_back_to_back_without_waiting():
     ):
         obs = np.zeros(J, np.float32)
         infer = Infer(1, 0, time.time_ns(), "", {"cam": np.zeros((8, 8, 3), np.uint8)}, obs)
-        start = time.perf_counter()
-        client.submit(infer)  # never handshaken: no wait for METADATA
-        assert (time.perf_counter() - start) < 0.05
+        client.submit(infer)  # never handshaken: HELLO and the request go out, METADATA is not waited for
+        assert client.counters["sent"] == 1 and client.counters["handshakes"] == 0
         deadline = time.monotonic() + 5.0
         reply = None
         while reply is None and time.monotonic() < deadline:
