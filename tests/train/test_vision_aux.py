@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("robot_io.sim")
 
@@ -17,7 +18,14 @@ from vlash.train import trainer  # noqa: E402
 from vlash.train.config import TrainConfig  # noqa: E402
 from vlash.train.episodes import record_episodes  # noqa: E402
 from vlash.train.errors import ConfigError, TrainError  # noqa: E402
-from vlash.train.vision_aux import dataset_labels, palette, patch_index, replay_labels  # noqa: E402
+from vlash.train.vision_aux import (  # noqa: E402
+    PatchOffsetHead,
+    dataset_labels,
+    palette,
+    patch_cell,
+    patch_index,
+    replay_labels,
+)
 
 MICRO = str(Path(__file__).with_name("pi05-micro.yaml"))
 
@@ -35,6 +43,14 @@ def test_patch_index_maps_the_view_row_major_with_y_up():
     assert patch_index(np.array([5.0, -5.0]), 4) == 15  # clipped into the grid
 
 
+def test_patch_cell_gives_the_offset_from_the_patch_centre_in_patch_widths_right_and_down():
+    cell, offset = patch_cell(np.array([-0.5, 0.5]), 4)  # the corner shared by patches 0, 1, 4 and 5
+    assert cell == 5 and np.allclose(offset, [-0.5, -0.5])
+    cell, offset = patch_cell(np.array([0.3, -0.6]), 4)  # grid (u, v) = (2.6, 3.2): column 2, row 3
+    assert cell == 3 * 4 + 2 and np.allclose(offset, [0.1, -0.3]) and offset.dtype == np.float32
+    assert np.allclose(patch_cell(np.array([5.0, -5.0]), 4)[1], [0.5, 0.5])  # clipped with the cell
+
+
 def test_reach_labels_mark_each_target_in_its_patch_and_colour(reach_episodes):
     e = reach_episodes[0]
     replayed = replay_labels(e, side=4)
@@ -47,6 +63,10 @@ def test_reach_labels_mark_each_target_in_its_patch_and_colour(reach_episodes):
     for xy, color in zip(world.positions, world.colors, strict=True):
         expected[patch_index(xy, 4), palette().index(COLORS[color])] = True
     assert (labels == expected[None]).all()  # reach's targets stay put for the whole episode
+    for xy, color in zip(world.positions, world.colors, strict=True):
+        cell, offset = patch_cell(xy, 4)
+        assert np.allclose(replayed.offsets[:, cell, palette().index(COLORS[color])], offset)
+    assert not replayed.offsets[:, ~expected].any()  # 0 where no item is
     assert labels[0].sum() == len(world.positions)
     assert replayed.has_target.all()  # reach's target: the named one, all along
     np.testing.assert_allclose(replayed.target_xy, np.repeat(world.positions[world.goal][None], len(e), 0), atol=1e-6)
@@ -92,6 +112,13 @@ def test_a_training_run_with_the_vision_aux_logs_its_loss(tmp_path, reach_episod
     )  # fmt: skip
     assert earlier.metadata["target_aux_loss"] != every.metadata["target_aux_loss"]  # other streams are read
     assert earlier.metadata["expert_target_aux_loss"] != every.metadata["expert_target_aux_loss"]
+    offsets = trainer.train(
+        TrainConfig(**{**config.to_dict(), "tasks": tuple(config.tasks), "patch_offset_weight": 1.0,
+                       "out": str(tmp_path / "u")}),
+        episodes=reach_episodes,
+    )  # fmt: skip
+    assert offsets.metadata["patch_offset_aux_loss"] > 0 and offsets.metadata["vision_aux_loss"] > 0
+    assert offsets.loss_curve != result.loss_curve
 
 
 def test_grounding_steps_train_the_heads_vision_and_vlm_but_not_the_expert(tmp_path, reach_episodes, monkeypatch):
@@ -139,6 +166,21 @@ def test_grounding_steps_train_the_heads_vision_and_vlm_but_not_the_expert(tmp_p
 def test_grounding_steps_are_checked(settings, message):
     with pytest.raises(ConfigError, match=message):
         TrainConfig(policy=MICRO, **settings)
+
+
+def test_patch_offset_loss_averages_the_squared_error_over_the_patches_that_hold_an_item():
+    head = PatchOffsetHead(width=3, classes=2)
+    torch.nn.init.zeros_(head.proj.weight)
+    with torch.no_grad():
+        head.proj.bias.copy_(torch.tensor([0.1, 0.2, 0.0, 0.0]))  # predicts (0.1, 0.2) for colour 0, 0 for 1
+    labels = torch.zeros(1, 3, 2, dtype=torch.bool)
+    labels[0, 1, 0] = labels[0, 2, 1] = True
+    offsets = torch.zeros(1, 3, 2, 2)
+    offsets[0, 1, 0] = torch.tensor([0.4, -0.2])  # error (0.3, 0.4): 0.25
+    offsets[0, 2, 1] = torch.tensor([0.0, 0.5])  # error (0, 0.5): 0.25
+    offsets[0, 0, 0] = torch.tensor([9.0, 9.0])  # no item there: ignored
+    loss = head.loss(torch.zeros(1, 3, 3), labels, offsets)
+    assert loss.item() == pytest.approx(0.25)
 
 
 def test_all_token_target_loss_averages_every_token_of_samples_with_a_target():

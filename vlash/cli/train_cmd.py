@@ -17,6 +17,7 @@ from vlash.train.config import DEFAULT_TASKS, TrainConfig, TrainResult
 # flag --field-with-dashes, defaulting to TrainConfig's value.
 AUX_FLAGS = (
     ("vision_aux_weight", float, "weight of the per-patch item-label loss on the vision tower; 0: off"),
+    ("patch_offset_weight", float, "weight of the per-patch regression of where in the patch each item is; 0: off"),
     ("target_aux_weight", float, "weight of the task-target (x, y) regression from the VLM; 0: off"),
     ("expert_target_aux_weight", float, "weight of the same regression from the action expert's residual; 0: off"),
     ("target_aux_layer", int, "VLM layer whose input the target head reads (default: the last)"),

@@ -43,6 +43,8 @@ class TrainConfig:
     # weight of the per-patch item-label loss on the vision tower (train.vision_aux); 0: flow loss only (the
     # shipped checkpoints were trained without it; docs/EVALUATION.md has the runs with it)
     vision_aux_weight: float = 0.0
+    # weight of the per-patch regression of where in its patch each item's centre is (train.vision_aux); 0: off
+    patch_offset_weight: float = 0.0
     # weight of the task-target regression from the VLM's last prompt token (train.vision_aux); 0: off
     target_aux_weight: float = 0.0
     # weight of the same target regression from the expert's residual at every action token; 0: off
@@ -94,7 +96,7 @@ class TrainConfig:
             raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
         if not (0.0 <= self.min_lr_ratio <= 1.0):
             raise ConfigError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
-        for name in ("vision_aux_weight", "target_aux_weight", "expert_target_aux_weight"):
+        for name in ("vision_aux_weight", "patch_offset_weight", "target_aux_weight", "expert_target_aux_weight"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be >= 0, got {value!r}")
@@ -113,7 +115,13 @@ class TrainConfig:
     @property
     def uses_auxiliaries(self) -> bool:
         """Whether any training-only head is on (they need labels replayed from the simulator)."""
-        return self.vision_aux_weight > 0 or self.target_aux_weight > 0 or self.expert_target_aux_weight > 0
+        weights = (
+            self.vision_aux_weight,
+            self.patch_offset_weight,
+            self.target_aux_weight,
+            self.expert_target_aux_weight,
+        )
+        return any(w > 0 for w in weights)
 
     def sample_spec(self, horizon: int) -> SampleSpec:
         """How samples are drawn for a policy with chunk length `horizon`."""

@@ -42,6 +42,7 @@ class TrainBatch:
     prefix_len: Tensor  # int64 [B]
     use_has: Tensor  # bool [B]
     patch_labels: Tensor | None = None  # bool [B, P, C] items per vision patch of camera 0 (train.vision_aux)
+    patch_offsets: Tensor | None = None  # float32 [B, P, C, 2] where in its patch each of those items is
     target_xy: Tensor | None = None  # float32 [B, 2] the task's current target at the image frame
     has_target: Tensor | None = None  # bool [B]
 
@@ -147,6 +148,7 @@ class TrainingData:
             return {}
         return {
             "patch_labels": torch.from_numpy(self.labels.patches[frames]),
+            "patch_offsets": torch.from_numpy(self.labels.offsets[frames]),
             "target_xy": torch.from_numpy(self.labels.target_xy[frames]),
             "has_target": torch.from_numpy(self.labels.has_target[frames]),
         }

@@ -36,7 +36,7 @@ from vlash.train.output import git_commit, with_config, write_policy
 from vlash.train.progress import progress_bar
 from vlash.train.stats import dataset_normalizer
 from vlash.train.tokenizer_train import train_tokenizer
-from vlash.train.vision_aux import FeatureTap, PatchLabelHead, TargetHead, dataset_labels, palette
+from vlash.train.vision_aux import FeatureTap, PatchLabelHead, PatchOffsetHead, TargetHead, dataset_labels, palette
 from vlash.train.vision_use import VisionProbe
 
 log = logging.getLogger(__name__)
@@ -110,8 +110,9 @@ def has_u0(model: Pi05Model) -> float:
 
 class Auxiliaries:
     """Training-only heads (train.vision_aux), not part of the policy: per-patch item labels on the vision
-    tower's camera-0 tokens; the task's target (x, y) from the VLM stream entering one of its layers at the
-    last prompt token; and the same target from the expert's residual at every action token."""
+    tower's camera-0 tokens, and where in its patch each item is; the task's target (x, y) from the VLM stream
+    entering one of its layers at the last prompt token; and the same target from the expert's residual at
+    every action token."""
 
     def __init__(
         self,
@@ -121,6 +122,7 @@ class Auxiliaries:
         expert_target_weight: float = 0.0,
         target_layer: int | None = None,
         expert_target_layer: int | None = None,
+        offset_weight: float = 0.0,
     ) -> None:
         """`target_layer`: the VLM layer whose input stream the target head reads (None: the last layer);
         `expert_target_layer`: the expert layer whose input stream the expert head reads (None: the stream
@@ -132,11 +134,19 @@ class Auxiliaries:
         ):
             if layer is not None and not 0 <= layer < depth:
                 raise ConfigError(f"{name}_aux_layer must be in [0, {depth - 1}] for {depth} layers, got {layer}")
-        self.weights = {"vision": vision_weight, "target": target_weight, "expert_target": expert_target_weight}
+        self.weights = {
+            "vision": vision_weight,
+            "patch_offset": offset_weight,
+            "target": target_weight,
+            "expert_target": expert_target_weight,
+        }
         self.heads = torch.nn.ModuleDict()
         self.taps: dict[str, FeatureTap] = {}
         if vision_weight > 0:
             self.heads["vision"] = PatchLabelHead(cfg.vision.width, len(palette()))
+        if offset_weight > 0:
+            self.heads["patch_offset"] = PatchOffsetHead(cfg.vision.width, len(palette()))
+        if vision_weight > 0 or offset_weight > 0:
             self.taps["vision"] = FeatureTap(model.vision)
         if target_weight > 0:
             self.heads["target"] = TargetHead(cfg.vlm.width)
@@ -157,7 +167,11 @@ class Auxiliaries:
             raise TrainError("the batch has no replayed labels (TrainingData.labels is unset)")
         out = {}
         if "vision" in self.taps:
-            out["vision"] = self.heads["vision"].loss(self.taps["vision"].take()[:: self.cameras], batch.patch_labels)
+            features = self.taps["vision"].take()[:: self.cameras]
+            if "vision" in self.heads:
+                out["vision"] = self.heads["vision"].loss(features, batch.patch_labels)
+            if "patch_offset" in self.heads:
+                out["patch_offset"] = self.heads["patch_offset"].loss(features, batch.patch_labels, batch.patch_offsets)
         if prefix_out is not None:
             last = batch.inputs.token_masks.sum(1) - 1 + self.image_tokens
             out["target"] = self.heads["target"].loss(prefix_out, last, batch.target_xy, batch.has_target)
@@ -231,6 +245,7 @@ def run_steps(
             config.expert_target_aux_weight,
             config.target_aux_layer,
             config.expert_target_aux_layer,
+            config.patch_offset_weight,
         )
     opt, schedule = make_optimizer(model, config, aux.heads if aux is not None else None)
     params = [p for group in opt.param_groups for p in group["params"]]
@@ -370,9 +385,9 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
             "steps_per_s": config.steps / train_s,
             "real_loss": _tail_mean(curves["real_loss"], config.log_every),
         }
-        for name in ("vision", "target", "expert_target"):
-            if curves.get(f"{name}_aux_loss"):
-                timing[f"{name}_aux_loss"] = _tail_mean(curves[f"{name}_aux_loss"], config.log_every)
+        for key, values in curves.items():
+            if key.endswith("_aux_loss") and values:
+                timing[key] = _tail_mean(values, config.log_every)
         if curves["vision_probe"]:
             timing["image_gain"] = curves["vision_probe"][-1]["image_gain"]
         out = save(config.steps, curves, timing)

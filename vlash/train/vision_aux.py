@@ -35,11 +35,18 @@ def palette() -> list[tuple[int, int, int]]:
     return [*COLORS.values(), BALL_COLOR]
 
 
+def patch_cell(xy: np.ndarray, side: int) -> tuple[int, np.ndarray]:
+    """(row-major patch, offset) of world point xy in a side x side grid over the camera's [-1, 1]^2 view (y up):
+    the offset from the patch's centre in patch widths, (right, down), each in [-0.5, 0.5]."""
+    u, v = (xy[0] + 1.0) / 2.0 * side, (1.0 - xy[1]) / 2.0 * side  # grid coordinates, v down
+    col, row = int(np.clip(np.floor(u), 0, side - 1)), int(np.clip(np.floor(v), 0, side - 1))
+    offset = np.clip([u - col - 0.5, v - row - 0.5], -0.5, 0.5).astype(np.float32)
+    return row * side + col, offset
+
+
 def patch_index(xy: np.ndarray, side: int) -> int:
     """Row-major patch of world point xy in a side x side grid over the camera's [-1, 1]^2 view (y up)."""
-    col = int(np.clip(np.floor((xy[0] + 1.0) / 2.0 * side), 0, side - 1))
-    row = int(np.clip(np.floor((1.0 - xy[1]) / 2.0 * side), 0, side - 1))
-    return row * side + col
+    return patch_cell(xy, side)[0]
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class ReplayLabels:
     """Per-frame labels replayed from the simulator."""
 
     patches: np.ndarray  # bool [T, side * side, C]: palette colours with an item centred in each patch
+    offsets: np.ndarray  # float32 [T, side * side, C, 2]: where in its patch that centre is (patch_cell), else 0
     target_xy: np.ndarray  # float32 [T, 2]: the task's currently relevant target (task.target_xy), 0 if none
     has_target: np.ndarray  # bool [T]: whether there is one
 
@@ -59,6 +67,7 @@ def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
     env = env or make_env(episode.task, image_size=episode.images.shape[1])
     obs, _ = env.reset(seed=episode.seed)
     patches = np.zeros((len(episode), side * side, len(colors)), dtype=bool)
+    offsets = np.zeros((*patches.shape, 2), np.float32)
     target, has_target = np.zeros((len(episode), 2), np.float32), np.zeros(len(episode), bool)
     for t in range(len(episode)):
         if not np.array_equal(obs["image"], episode.images[t]):
@@ -68,13 +77,15 @@ def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
             )
         for item in env.task.draw_items(env.world, env.step_index):
             if tuple(item.rgb) in colors:
-                patches[t, patch_index(np.asarray(item.xy), side), colors[tuple(item.rgb)]] = True
+                cell, offset = patch_cell(np.asarray(item.xy), side)
+                patches[t, cell, colors[tuple(item.rgb)]] = True
+                offsets[t, cell, colors[tuple(item.rgb)]] = offset
         xy = env.task.target_xy(env.world, env.step_index)
         if xy is not None:
             target[t], has_target[t] = xy, True
         if t + 1 < len(episode):
             obs, *_ = env.step(episode.actions[t])
-    return ReplayLabels(patches, target, has_target)
+    return ReplayLabels(patches, offsets, target, has_target)
 
 
 def dataset_labels(episodes: Sequence[Episode], side: int, progress: bool = True) -> ReplayLabels:
@@ -89,7 +100,8 @@ def dataset_labels(episodes: Sequence[Episode], side: int, progress: bool = True
                 envs[key] = make_env(e.task, image_size=e.images.shape[1])
             out.append(replay_labels(e, side, envs[key]))
             advance(1, "")
-    return ReplayLabels(*(np.concatenate([getattr(r, f) for r in out]) for f in ("patches", "target_xy", "has_target")))
+    fields = ("patches", "offsets", "target_xy", "has_target")
+    return ReplayLabels(*(np.concatenate([getattr(r, f) for r in out]) for f in fields))
 
 
 class PatchLabelHead(nn.Module):
@@ -103,6 +115,24 @@ class PatchLabelHead(nn.Module):
         """Mean binary cross-entropy over patches and classes; labels bool [N, P, C]."""
         logits = self.proj(features.float())
         return nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+
+class PatchOffsetHead(nn.Module):
+    """Linear per-patch regression on the vision tower's output tokens [N, P, W] -> [N, P, C, 2]: where in the
+    patch the centre of each item it holds lies. The item labels say which patch; this says where in it, to a
+    fraction of a patch (a 56 px image has 14 px patches, and touching a target needs ~2 px)."""
+
+    def __init__(self, width: int, classes: int) -> None:
+        super().__init__()
+        self.classes = classes
+        self.proj = nn.Linear(width, classes * 2)
+
+    def loss(self, features: Tensor, labels: Tensor, offsets: Tensor) -> Tensor:
+        """Mean squared error [patch widths^2] over the (patch, colour) pairs that hold an item."""
+        n, p, _ = features.shape
+        pred = self.proj(features.float()).view(n, p, self.classes, 2)
+        err = (pred - offsets).square().sum(-1) * labels
+        return err.sum() / labels.sum().clamp(min=1)
 
 
 class TargetHead(nn.Module):
