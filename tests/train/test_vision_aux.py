@@ -19,6 +19,7 @@ from vlash.train.config import TrainConfig  # noqa: E402
 from vlash.train.episodes import record_episodes  # noqa: E402
 from vlash.train.errors import ConfigError, TrainError  # noqa: E402
 from vlash.train.vision_aux import (  # noqa: E402
+    NamedPatchHead,
     PatchOffsetHead,
     dataset_labels,
     palette,
@@ -70,6 +71,7 @@ def test_reach_labels_mark_each_target_in_its_patch_and_colour(reach_episodes):
     assert labels[0].sum() == len(world.positions)
     assert replayed.has_target.all()  # reach's target: the named one, all along
     np.testing.assert_allclose(replayed.target_xy, np.repeat(world.positions[world.goal][None], len(e), 0), atol=1e-6)
+    assert (replayed.target_patch == patch_index(world.positions[world.goal], 4)).all()
 
 
 def test_episodes_that_do_not_replay_are_refused():
@@ -119,6 +121,13 @@ def test_a_training_run_with_the_vision_aux_logs_its_loss(tmp_path, reach_episod
     )  # fmt: skip
     assert offsets.metadata["patch_offset_aux_loss"] > 0 and offsets.metadata["vision_aux_loss"] > 0
     assert offsets.loss_curve != result.loss_curve
+    named = trainer.train(
+        TrainConfig(**{**config.to_dict(), "tasks": tuple(config.tasks), "vision_aux_weight": 0.0,
+                       "named_patch_weight": 1.0, "out": str(tmp_path / "v")}),
+        episodes=reach_episodes,
+    )  # fmt: skip
+    assert named.metadata["named_patch_aux_loss"] > 0 and "target_aux_loss" not in named.metadata
+    assert named.loss_curve != off.loss_curve
 
 
 def test_grounding_steps_train_the_heads_vision_and_vlm_but_not_the_expert(tmp_path, reach_episodes, monkeypatch):
@@ -181,6 +190,17 @@ def test_patch_offset_loss_averages_the_squared_error_over_the_patches_that_hold
     offsets[0, 0, 0] = torch.tensor([9.0, 9.0])  # no item there: ignored
     loss = head.loss(torch.zeros(1, 3, 3), labels, offsets)
     assert loss.item() == pytest.approx(0.25)
+
+
+def test_named_patch_loss_is_the_cross_entropy_of_the_target_s_patch_over_samples_with_a_target():
+    head = NamedPatchHead(width=2)
+    torch.nn.init.zeros_(head.proj.bias)
+    with torch.no_grad():
+        head.proj.weight.copy_(torch.tensor([[1.0, -1.0]]))  # score = a - b after LayerNorm: (1, 0) -> 2
+    stream = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]] * 2)  # scores (2, -2, -2) in both samples
+    loss = head.loss(stream, torch.tensor([0, 2]), torch.tensor([True, False]))
+    expected = -torch.log_softmax(torch.tensor([2.0, -2.0, -2.0]), 0)[0]  # the second sample has no target
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-3)
 
 
 def test_all_token_target_loss_averages_every_token_of_samples_with_a_target():

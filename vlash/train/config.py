@@ -12,6 +12,15 @@ from vlash.train.samples import SampleSpec
 
 DEFAULT_TASKS = ("reach", "track", "whack", "intercept")
 
+# the weights of the training-only heads (TrainConfig fields; vlash.train.vision_aux)
+AUX_WEIGHTS = (
+    "vision_aux_weight",
+    "patch_offset_weight",
+    "target_aux_weight",
+    "expert_target_aux_weight",
+    "named_patch_weight",
+)
+
 
 @dataclass
 class TrainConfig:
@@ -49,6 +58,9 @@ class TrainConfig:
     target_aux_weight: float = 0.0
     # weight of the same target regression from the expert's residual at every action token; 0: off
     expert_target_aux_weight: float = 0.0
+    # weight of the classification of which image token holds the task's target, from the VLM stream the target
+    # head reads (image tokens see the instruction); 0: off
+    named_patch_weight: float = 0.0
     target_aux_layer: int | None = None  # VLM layer whose input the target head reads; None: the last layer
     expert_target_aux_layer: int | None = None  # expert layer whose input its head reads; None: the final norm's
     # the first this many of `steps` train the auxiliary heads only (vision tower + VLM on a prefix-only pass,
@@ -96,7 +108,7 @@ class TrainConfig:
             raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
         if not (0.0 <= self.min_lr_ratio <= 1.0):
             raise ConfigError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
-        for name in ("vision_aux_weight", "patch_offset_weight", "target_aux_weight", "expert_target_aux_weight"):
+        for name in AUX_WEIGHTS:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be >= 0, got {value!r}")
@@ -115,13 +127,7 @@ class TrainConfig:
     @property
     def uses_auxiliaries(self) -> bool:
         """Whether any training-only head is on (they need labels replayed from the simulator)."""
-        weights = (
-            self.vision_aux_weight,
-            self.patch_offset_weight,
-            self.target_aux_weight,
-            self.expert_target_aux_weight,
-        )
-        return any(w > 0 for w in weights)
+        return any(getattr(self, name) > 0 for name in AUX_WEIGHTS)
 
     def sample_spec(self, horizon: int) -> SampleSpec:
         """How samples are drawn for a policy with chunk length `horizon`."""

@@ -45,6 +45,7 @@ class TrainBatch:
     patch_offsets: Tensor | None = None  # float32 [B, P, C, 2] where in its patch each of those items is
     target_xy: Tensor | None = None  # float32 [B, 2] the task's current target at the image frame
     has_target: Tensor | None = None  # bool [B]
+    target_patch: Tensor | None = None  # int64 [B] the vision patch of camera 0 that target is in
 
 
 def model_images(episodes: Sequence[Episode], size: int, progress: bool = True) -> np.ndarray:
@@ -151,4 +152,5 @@ class TrainingData:
             "patch_offsets": torch.from_numpy(self.labels.offsets[frames]),
             "target_xy": torch.from_numpy(self.labels.target_xy[frames]),
             "has_target": torch.from_numpy(self.labels.has_target[frames]),
+            "target_patch": torch.from_numpy(self.labels.target_patch[frames]),
         }

@@ -36,7 +36,15 @@ from vlash.train.output import git_commit, with_config, write_policy
 from vlash.train.progress import progress_bar
 from vlash.train.stats import dataset_normalizer
 from vlash.train.tokenizer_train import train_tokenizer
-from vlash.train.vision_aux import FeatureTap, PatchLabelHead, PatchOffsetHead, TargetHead, dataset_labels, palette
+from vlash.train.vision_aux import (
+    FeatureTap,
+    NamedPatchHead,
+    PatchLabelHead,
+    PatchOffsetHead,
+    TargetHead,
+    dataset_labels,
+    palette,
+)
 from vlash.train.vision_use import VisionProbe
 
 log = logging.getLogger(__name__)
@@ -111,8 +119,8 @@ def has_u0(model: Pi05Model) -> float:
 class Auxiliaries:
     """Training-only heads (train.vision_aux), not part of the policy: per-patch item labels on the vision
     tower's camera-0 tokens, and where in its patch each item is; the task's target (x, y) from the VLM stream
-    entering one of its layers at the last prompt token; and the same target from the expert's residual at
-    every action token."""
+    entering one of its layers at the last prompt token, and which image token holds it from the same stream;
+    and the same target from the expert's residual at every action token."""
 
     def __init__(
         self,
@@ -123,6 +131,7 @@ class Auxiliaries:
         target_layer: int | None = None,
         expert_target_layer: int | None = None,
         offset_weight: float = 0.0,
+        named_patch_weight: float = 0.0,
     ) -> None:
         """`target_layer`: the VLM layer whose input stream the target head reads (None: the last layer);
         `expert_target_layer`: the expert layer whose input stream the expert head reads (None: the stream
@@ -139,6 +148,7 @@ class Auxiliaries:
             "patch_offset": offset_weight,
             "target": target_weight,
             "expert_target": expert_target_weight,
+            "named_patch": named_patch_weight,
         }
         self.heads = torch.nn.ModuleDict()
         self.taps: dict[str, FeatureTap] = {}
@@ -150,15 +160,18 @@ class Auxiliaries:
             self.taps["vision"] = FeatureTap(model.vision)
         if target_weight > 0:
             self.heads["target"] = TargetHead(cfg.vlm.width)
+        if named_patch_weight > 0:
+            self.heads["named_patch"] = NamedPatchHead(cfg.vlm.width)
         if expert_target_weight > 0:
             self.heads["expert_target"] = TargetHead(cfg.expert.width)
             where = model.expert.norm if expert_target_layer is None else model.expert.layers[expert_target_layer]
             if expert_target_layer is not None:
                 where = where.input_layernorm  # called with the stream entering that layer
             self.taps["expert_target"] = FeatureTap(where, first_input=True)
-        self.cameras, self.image_tokens = cfg.num_cameras, cfg.num_cameras * cfg.vision.num_patches
+        self.cameras, self.patches = cfg.num_cameras, cfg.vision.num_patches
+        self.image_tokens = cfg.num_cameras * self.patches
         layer = cfg.vlm.depth - 1 if target_layer is None else target_layer  # see TargetHead
-        self.prefix_layer = layer if "target" in self.heads else None
+        self.prefix_layer = layer if "target" in self.heads or "named_patch" in self.heads else None
 
     def losses(
         self, batch: TrainBatch, prefix_out: torch.Tensor | None, expert_ran: bool = True
@@ -172,9 +185,12 @@ class Auxiliaries:
                 out["vision"] = self.heads["vision"].loss(features, batch.patch_labels)
             if "patch_offset" in self.heads:
                 out["patch_offset"] = self.heads["patch_offset"].loss(features, batch.patch_labels, batch.patch_offsets)
-        if prefix_out is not None:
+        if prefix_out is not None and "target" in self.heads:
             last = batch.inputs.token_masks.sum(1) - 1 + self.image_tokens
             out["target"] = self.heads["target"].loss(prefix_out, last, batch.target_xy, batch.has_target)
+        if prefix_out is not None and "named_patch" in self.heads:
+            camera0 = prefix_out[:, : self.patches]
+            out["named_patch"] = self.heads["named_patch"].loss(camera0, batch.target_patch, batch.has_target)
         if expert_ran and "expert_target" in self.taps:
             stream = self.taps["expert_target"].take()
             out["expert_target"] = self.heads["expert_target"].loss_all_tokens(
@@ -246,6 +262,7 @@ def run_steps(
             config.target_aux_layer,
             config.expert_target_aux_layer,
             config.patch_offset_weight,
+            config.named_patch_weight,
         )
     opt, schedule = make_optimizer(model, config, aux.heads if aux is not None else None)
     params = [p for group in opt.param_groups for p in group["params"]]

@@ -57,6 +57,7 @@ class ReplayLabels:
     offsets: np.ndarray  # float32 [T, side * side, C, 2]: where in its patch that centre is (patch_cell), else 0
     target_xy: np.ndarray  # float32 [T, 2]: the task's currently relevant target (task.target_xy), 0 if none
     has_target: np.ndarray  # bool [T]: whether there is one
+    target_patch: np.ndarray  # int64 [T]: the patch that target's centre is in (patch_cell), 0 if none
 
 
 def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
@@ -69,6 +70,7 @@ def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
     patches = np.zeros((len(episode), side * side, len(colors)), dtype=bool)
     offsets = np.zeros((*patches.shape, 2), np.float32)
     target, has_target = np.zeros((len(episode), 2), np.float32), np.zeros(len(episode), bool)
+    target_patch = np.zeros(len(episode), np.int64)
     for t in range(len(episode)):
         if not np.array_equal(obs["image"], episode.images[t]):
             raise TrainError(
@@ -82,10 +84,10 @@ def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
                 offsets[t, cell, colors[tuple(item.rgb)]] = offset
         xy = env.task.target_xy(env.world, env.step_index)
         if xy is not None:
-            target[t], has_target[t] = xy, True
+            target[t], has_target[t], target_patch[t] = xy, True, patch_index(np.asarray(xy), side)
         if t + 1 < len(episode):
             obs, *_ = env.step(episode.actions[t])
-    return ReplayLabels(patches, offsets, target, has_target)
+    return ReplayLabels(patches, offsets, target, has_target, target_patch)
 
 
 def dataset_labels(episodes: Sequence[Episode], side: int, progress: bool = True) -> ReplayLabels:
@@ -100,7 +102,7 @@ def dataset_labels(episodes: Sequence[Episode], side: int, progress: bool = True
                 envs[key] = make_env(e.task, image_size=e.images.shape[1])
             out.append(replay_labels(e, side, envs[key]))
             advance(1, "")
-    fields = ("patches", "offsets", "target_xy", "has_target")
+    fields = ("patches", "offsets", "target_xy", "has_target", "target_patch")
     return ReplayLabels(*(np.concatenate([getattr(r, f) for r in out]) for f in fields))
 
 
@@ -159,6 +161,24 @@ class TargetHead(nn.Module):
         """The same error at every token of a stream [B, T, W] (the expert's action tokens: each must hold the
         target), averaged over the tokens of the samples that have a target."""
         err = (self.proj(self.norm(stream.float())) - target[:, None, :]).square().mean((-1, -2)) * has_target
+        return err.sum() / has_target.sum().clamp(min=1)
+
+
+class NamedPatchHead(nn.Module):
+    """LayerNorm + linear score on each camera-0 image token of a VLM stream [B, P, W] -> which patch holds the
+    task's target, softmax over the patches. The prefix attends both ways, so the image tokens can read the
+    instruction: supervising them to flag the named target hands the action expert, which attends to every
+    prefix token, a key to look for and the patch's position with it (TargetHead asks one prompt token instead)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.proj = nn.Linear(width, 1)
+
+    def loss(self, image_stream: Tensor, target_patch: Tensor, has_target: Tensor) -> Tensor:
+        """Cross-entropy [nats] of the named target's patch, over the samples that have a target."""
+        logits = self.proj(self.norm(image_stream.float())).squeeze(-1)
+        err = nn.functional.cross_entropy(logits, target_patch, reduction="none") * has_target
         return err.sum() / has_target.sum().clamp(min=1)
 
 
