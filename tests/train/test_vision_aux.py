@@ -14,6 +14,8 @@ pytest.importorskip("robot_io.sim")
 from robot_io.sim import make_env  # noqa: E402
 from robot_io.sim.tasks.base import COLORS  # noqa: E402
 from tests.train.synthetic import dot_episodes  # noqa: E402
+from vlash.policies.checkpoint import build_random  # noqa: E402
+from vlash.policies.pi05 import load_preset  # noqa: E402
 from vlash.train import trainer  # noqa: E402
 from vlash.train.config import TrainConfig  # noqa: E402
 from vlash.train.episodes import record_episodes  # noqa: E402
@@ -169,12 +171,19 @@ def test_grounding_steps_train_the_heads_vision_and_vlm_but_not_the_expert(tmp_p
     "settings, message",
     [
         ({"steps": 5, "grounding_steps": 5, "target_aux_weight": 1.0}, "grounding_steps must be < steps"),
-        ({"steps": 5, "grounding_steps": 2}, "set vision_aux_weight or target_aux_weight"),
+        ({"steps": 5, "grounding_steps": 2}, "set one of vision_aux_weight, patch_offset_weight, target_aux_weight"),
+        ({"steps": 5, "grounding_steps": 2, "expert_target_aux_weight": 1.0}, "set one of"),  # it needs the expert
     ],
 )
 def test_grounding_steps_are_checked(settings, message):
     with pytest.raises(ConfigError, match=message):
         TrainConfig(policy=MICRO, **settings)
+
+
+def test_auxiliaries_refuse_a_head_they_do_not_know():
+    model = build_random(load_preset(MICRO), seed=0)
+    with pytest.raises(ConfigError, match=r"unknown auxiliary heads \['targets'\]"):
+        trainer.Auxiliaries(model, {"targets": 1.0})
 
 
 def test_patch_offset_loss_averages_the_squared_error_over_the_patches_that_hold_an_item():

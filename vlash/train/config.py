@@ -12,14 +12,14 @@ from vlash.train.samples import SampleSpec
 
 DEFAULT_TASKS = ("reach", "track", "whack", "intercept")
 
-# the weights of the training-only heads (TrainConfig fields; vlash.train.vision_aux)
-AUX_WEIGHTS = (
-    "vision_aux_weight",
-    "patch_offset_weight",
-    "target_aux_weight",
-    "expert_target_aux_weight",
-    "named_patch_weight",
-)
+# the training-only heads (vlash.train.vision_aux, trainer.Auxiliaries) and the TrainConfig field of each one's weight
+AUX_WEIGHTS = {
+    "vision": "vision_aux_weight",
+    "patch_offset": "patch_offset_weight",
+    "target": "target_aux_weight",
+    "expert_target": "expert_target_aux_weight",
+    "named_patch": "named_patch_weight",
+}
 
 
 @dataclass
@@ -108,16 +108,15 @@ class TrainConfig:
             raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
         if not (0.0 <= self.min_lr_ratio <= 1.0):
             raise ConfigError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
-        for name in AUX_WEIGHTS:
+        for name in AUX_WEIGHTS.values():
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be >= 0, got {value!r}")
         if self.grounding_steps >= self.steps:
             raise ConfigError(f"grounding_steps must be < steps ({self.steps}), got {self.grounding_steps}")
-        if self.grounding_steps and self.vision_aux_weight == 0 and self.target_aux_weight == 0:
-            raise ConfigError(
-                "grounding_steps trains the auxiliary heads only; set vision_aux_weight or target_aux_weight"
-            )
+        prefix_heads = [field for head, field in AUX_WEIGHTS.items() if head != "expert_target"]
+        if self.grounding_steps and not any(getattr(self, field) > 0 for field in prefix_heads):
+            raise ConfigError(f"grounding_steps trains the auxiliary heads only; set one of {', '.join(prefix_heads)}")
         if not (math.isfinite(self.pad_loss_weight) and self.pad_loss_weight >= 0):
             raise ConfigError(f"pad_loss_weight must be >= 0, got {self.pad_loss_weight!r}")
         if not str(self.out):
@@ -125,9 +124,14 @@ class TrainConfig:
         self.sample_spec(self.d_max + 1)  # validates d_max >= 0, mix_prob and has_prob
 
     @property
+    def aux_weights(self) -> dict[str, float]:
+        """The weight of each training-only head by its name (AUX_WEIGHTS)."""
+        return {head: getattr(self, field) for head, field in AUX_WEIGHTS.items()}
+
+    @property
     def uses_auxiliaries(self) -> bool:
         """Whether any training-only head is on (they need labels replayed from the simulator)."""
-        return any(getattr(self, name) > 0 for name in AUX_WEIGHTS)
+        return any(w > 0 for w in self.aux_weights.values())
 
     def sample_spec(self, horizon: int) -> SampleSpec:
         """How samples are drawn for a policy with chunk length `horizon`."""

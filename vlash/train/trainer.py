@@ -14,7 +14,7 @@ import logging
 import math
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.model import Pi05Model
-from vlash.train.config import TrainConfig, TrainResult
+from vlash.train.config import AUX_WEIGHTS, TrainConfig, TrainResult
 from vlash.train.data import TrainBatch, TrainingData
 from vlash.train.dataset import load_episodes, save_episodes
 from vlash.train.episodes import Episode, record_episodes, success_rate
@@ -125,15 +125,12 @@ class Auxiliaries:
     def __init__(
         self,
         model: Pi05Model,
-        vision_weight: float,
-        target_weight: float,
-        expert_target_weight: float = 0.0,
+        weights: Mapping[str, float],
         target_layer: int | None = None,
         expert_target_layer: int | None = None,
-        offset_weight: float = 0.0,
-        named_patch_weight: float = 0.0,
     ) -> None:
-        """`target_layer`: the VLM layer whose input stream the target head reads (None: the last layer);
+        """`weights`: each head's loss weight by name (config.AUX_WEIGHTS; missing or 0: off). `target_layer`: the
+        VLM layer whose input stream the target and named-patch heads read (None: the last layer);
         `expert_target_layer`: the expert layer whose input stream the expert head reads (None: the stream
         entering the expert's final norm)."""
         cfg = model.config
@@ -143,26 +140,24 @@ class Auxiliaries:
         ):
             if layer is not None and not 0 <= layer < depth:
                 raise ConfigError(f"{name}_aux_layer must be in [0, {depth - 1}] for {depth} layers, got {layer}")
-        self.weights = {
-            "vision": vision_weight,
-            "patch_offset": offset_weight,
-            "target": target_weight,
-            "expert_target": expert_target_weight,
-            "named_patch": named_patch_weight,
-        }
+        unknown = set(weights) - set(AUX_WEIGHTS)
+        if unknown:
+            raise ConfigError(f"unknown auxiliary heads {sorted(unknown)}; known: {', '.join(AUX_WEIGHTS)}")
+        self.weights = {name: w for name, w in weights.items() if w > 0}
+        on = self.weights.keys()
         self.heads = torch.nn.ModuleDict()
         self.taps: dict[str, FeatureTap] = {}
-        if vision_weight > 0:
+        if "vision" in on:
             self.heads["vision"] = PatchLabelHead(cfg.vision.width, len(palette()))
-        if offset_weight > 0:
+        if "patch_offset" in on:
             self.heads["patch_offset"] = PatchOffsetHead(cfg.vision.width, len(palette()))
-        if vision_weight > 0 or offset_weight > 0:
+        if "vision" in on or "patch_offset" in on:
             self.taps["vision"] = FeatureTap(model.vision)
-        if target_weight > 0:
+        if "target" in on:
             self.heads["target"] = TargetHead(cfg.vlm.width)
-        if named_patch_weight > 0:
+        if "named_patch" in on:
             self.heads["named_patch"] = NamedPatchHead(cfg.vlm.width)
-        if expert_target_weight > 0:
+        if "expert_target" in on:
             self.heads["expert_target"] = TargetHead(cfg.expert.width)
             where = model.expert.norm if expert_target_layer is None else model.expert.layers[expert_target_layer]
             if expert_target_layer is not None:
@@ -254,16 +249,7 @@ def run_steps(
     The first config.grounding_steps steps train the auxiliary heads only (real_loss is nan there)."""
     aux = None
     if config.uses_auxiliaries:
-        aux = Auxiliaries(
-            model,
-            config.vision_aux_weight,
-            config.target_aux_weight,
-            config.expert_target_aux_weight,
-            config.target_aux_layer,
-            config.expert_target_aux_layer,
-            config.patch_offset_weight,
-            config.named_patch_weight,
-        )
+        aux = Auxiliaries(model, config.aux_weights, config.target_aux_layer, config.expert_target_aux_layer)
     opt, schedule = make_optimizer(model, config, aux.heads if aux is not None else None)
     params = [p for group in opt.param_groups for p in group["params"]]
     probe = None
