@@ -86,48 +86,32 @@ def test_a_training_run_with_the_vision_aux_logs_its_loss(tmp_path, reach_episod
         policy=MICRO, steps=6, batch_size=4, lr=3e-3, warmup_steps=2, log_every=2, progress=False,
         out=str(tmp_path / "p"), vision_probe_every=3, vision_aux_weight=1.0,
     )  # fmt: skip
+
+    def variant(out: str, **changes):  # the same run with other head settings, into tmp_path / out
+        changed = TrainConfig(
+            **{**config.to_dict(), "tasks": tuple(config.tasks), "out": str(tmp_path / out), **changes}
+        )
+        return trainer.train(changed, episodes=reach_episodes)
+
     result = trainer.train(config, episodes=reach_episodes)
     assert result.metadata["vision_aux_loss"] > 0
-    off = trainer.train(
-        TrainConfig(**{**config.to_dict(), "tasks": tuple(config.tasks), "vision_aux_weight": 0.0,
-                       "out": str(tmp_path / "q")}),
-        episodes=reach_episodes,
-    )  # fmt: skip
+    off = variant("q", vision_aux_weight=0.0)
     assert "vision_aux_loss" not in off.metadata and result.metadata["image_gain"] is not None
     assert result.loss_curve != off.loss_curve  # the aux term is part of the optimized loss
-    both = trainer.train(
-        TrainConfig(**{**config.to_dict(), "tasks": tuple(config.tasks), "target_aux_weight": 1.0,
-                       "out": str(tmp_path / "r")}),
-        episodes=reach_episodes,
-    )  # fmt: skip
+    both = variant("r", target_aux_weight=1.0)
     assert both.metadata["target_aux_loss"] > 0 and both.metadata["vision_aux_loss"] > 0
-    every = trainer.train(
-        TrainConfig(**{**config.to_dict(), "tasks": tuple(config.tasks), "target_aux_weight": 1.0,
-                       "expert_target_aux_weight": 1.0, "out": str(tmp_path / "s")}),
-        episodes=reach_episodes,
-    )  # fmt: skip
+    every = variant("s", target_aux_weight=1.0, expert_target_aux_weight=1.0)
     assert every.metadata["target_aux_loss"] > 0 and every.metadata["expert_target_aux_loss"] > 0
     assert every.loss_curve != both.loss_curve
-    earlier = trainer.train(
-        TrainConfig(**{**config.to_dict(), "tasks": tuple(config.tasks), "target_aux_weight": 1.0,
-                       "expert_target_aux_weight": 1.0, "target_aux_layer": 0, "expert_target_aux_layer": 0,
-                       "out": str(tmp_path / "t")}),
-        episodes=reach_episodes,
-    )  # fmt: skip
+    earlier = variant(
+        "t", target_aux_weight=1.0, expert_target_aux_weight=1.0, target_aux_layer=0, expert_target_aux_layer=0
+    )
     assert earlier.metadata["target_aux_loss"] != every.metadata["target_aux_loss"]  # other streams are read
     assert earlier.metadata["expert_target_aux_loss"] != every.metadata["expert_target_aux_loss"]
-    offsets = trainer.train(
-        TrainConfig(**{**config.to_dict(), "tasks": tuple(config.tasks), "patch_offset_weight": 1.0,
-                       "out": str(tmp_path / "u")}),
-        episodes=reach_episodes,
-    )  # fmt: skip
+    offsets = variant("u", patch_offset_weight=1.0)
     assert offsets.metadata["patch_offset_aux_loss"] > 0 and offsets.metadata["vision_aux_loss"] > 0
     assert offsets.loss_curve != result.loss_curve
-    named = trainer.train(
-        TrainConfig(**{**config.to_dict(), "tasks": tuple(config.tasks), "vision_aux_weight": 0.0,
-                       "named_patch_weight": 1.0, "out": str(tmp_path / "v")}),
-        episodes=reach_episodes,
-    )  # fmt: skip
+    named = variant("v", vision_aux_weight=0.0, named_patch_weight=1.0)
     assert named.metadata["named_patch_aux_loss"] > 0 and "target_aux_loss" not in named.metadata
     assert named.loss_curve != off.loss_curve
 
