@@ -76,13 +76,12 @@ class ChunkExecutor:
 
     def reset(self) -> None:
         """Forget chunks in flight and in execution (a new episode); the next request is a first request."""
-        if self.pending is not None:
-            self.pending.record.status = "reset"
-        if self._streaming is not None:  # its remaining replies will arrive as stale
-            self._streaming.record.stream_cut = "reset"
+        for req in (self.pending, self._streaming):  # their remaining replies will arrive as stale
+            if req is not None:
+                self._close(req, "reset")
         if self._running is not None:
             self._running.status = "done"
-        self.pending = self._streaming = self.current = self._running = None
+        self.current = self._running = None
 
     @property
     def horizon(self) -> int:
@@ -295,7 +294,7 @@ class ChunkExecutor:
         if self._running is not None:
             self._running.status = "done"
         if self._streaming is not None:  # replaced while still streaming: its remaining replies will be stale
-            self._streaming.record.stream_cut = "replaced"
+            self._close(self._streaming, "replaced")
         rec = req.record
         rec.switch_step, rec.switch_index, rec.status = step, index, "running"
         delta = self.config.action_kind == "delta"
