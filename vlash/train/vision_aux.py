@@ -78,10 +78,10 @@ def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
                 "differs): vision-aux labels need simulator episodes; train with --vision-aux-weight 0"
             )
         for item in env.task.draw_items(env.world, env.step_index):
-            if tuple(item.rgb) in colors:
+            color = colors.get(tuple(item.rgb))
+            if color is not None:
                 cell, offset = patch_cell(np.asarray(item.xy), side)
-                patches[t, cell, colors[tuple(item.rgb)]] = True
-                offsets[t, cell, colors[tuple(item.rgb)]] = offset
+                patches[t, cell, color], offsets[t, cell, color] = True, offset
         xy = env.task.target_xy(env.world, env.step_index)
         if xy is not None:
             target[t], has_target[t], target_patch[t] = xy, True, patch_index(np.asarray(xy), side)
