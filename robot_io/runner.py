@@ -92,7 +92,7 @@ class RunResult:
     held: np.ndarray  # [T] bool: the watchdog fallback was sent
     chunk_ids: np.ndarray  # [T] running chunk (request id), -1 none
     chunk_index: np.ndarray  # [T] chunk index commanded, -1 none
-    tick_ms: np.ndarray  # [T] the tick's own work: observe, executor, safety, send (a blocked tick shows here)
+    tick_ms: np.ndarray  # [T] each tick's own work: observe, executor, safety, send (loop.tick_p50/p99 aggregate it)
     episodes: list[Any] = field(default_factory=list)  # SimRobot EpisodeOutcome list
 
 
