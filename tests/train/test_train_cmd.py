@@ -42,3 +42,5 @@ def test_head_and_probe_flags_reach_the_config(tmp_path):
     assert (config.expert_target_aux_weight, config.expert_target_aux_layer, config.vision_probe_every) == (0.5, 1, 7)
     assert config.vision_aux_weight == 0.0  # unset flags keep TrainConfig's defaults
     assert config.label_tail and not config_from_args(parse_args(["train", "--out", "p", "--no-tail"])).label_tail
+    assert config.init_from is None
+    assert config_from_args(parse_args(["train", "--out", "p", "--init-from", "base"])).init_from == "base"

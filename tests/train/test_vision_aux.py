@@ -154,7 +154,7 @@ def test_grounding_steps_train_the_heads_vision_and_vlm_but_not_the_expert(tmp_p
 @pytest.mark.parametrize(
     "settings, message",
     [
-        ({"steps": 5, "grounding_steps": 5, "target_aux_weight": 1.0}, "grounding_steps must be < steps"),
+        ({"steps": 5, "grounding_steps": 6, "target_aux_weight": 1.0}, r"grounding_steps must be <= steps \(5\)"),
         ({"steps": 5, "grounding_steps": 2}, "set one of vision_aux_weight, patch_offset_weight, target_aux_weight"),
         ({"steps": 5, "grounding_steps": 2, "expert_target_aux_weight": 1.0}, "set one of"),  # it needs the expert
     ],

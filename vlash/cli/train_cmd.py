@@ -23,7 +23,7 @@ AUX_FLAGS = (
     ("named_patch_weight", float, "weight of the VLM image tokens' classification of the named target's patch; 0: off"),
     ("target_aux_layer", int, "VLM layer whose input the target head reads (default: the last)"),
     ("expert_target_aux_layer", int, "expert layer whose input its target head reads (default: the final norm's)"),
-    ("grounding_steps", int, "first N of --steps train the auxiliary heads only (vision + VLM, no expert)"),
+    ("grounding_steps", int, "first N of --steps train the aux heads only (vision + VLM, no expert); all: a VLM base"),
     ("vision_probe_every", int, "measure image_gain (loss with shuffled images - loss) every N steps; 0: off"),
 )
 
@@ -47,6 +47,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="mask chunk labels past each episode's end instead of using the expert's plan",
     )
     p.add_argument("--scratch-init", action="store_true", help="unit-scale embeddings + 2-D image position codes")
+    p.add_argument(
+        "--init-from",
+        default=None,
+        metavar="DIR",
+        help="start from this policy directory's weights and tokenizer (e.g. a grounding-only VLM base)",
+    )
     p.add_argument("--dataset", default=None, help=".npz of episodes: reused when it exists, else recorded there")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-size", type=int, default=96, help="simulator render size in pixels")
@@ -75,6 +81,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         relative_actions=not args.absolute,
         label_tail=not args.no_tail,
         scratch_init=args.scratch_init,
+        init_from=args.init_from,
         image_size=args.image_size,
         only_successful=not args.keep_failed,
         num_threads=args.threads,

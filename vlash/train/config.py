@@ -65,8 +65,12 @@ class TrainConfig:
     expert_target_aux_layer: int | None = None  # expert layer whose input its head reads; None: the final norm's
     # the first this many of `steps` train the auxiliary heads only (vision tower + VLM on a prefix-only pass,
     # no expert, no flow loss), so the expert starts on a VLM that already locates the named target; needs an
-    # auxiliary weight > 0. 0: every step is a flow step
+    # auxiliary weight > 0. 0: every step is a flow step; equal to `steps`: a grounding-only run, whose
+    # directory is a VLM base for `init_from` (its expert is untrained)
     grounding_steps: int = 0
+    # policy directory (same preset) to start from: all its weights and its tokenizer (train.base); None: a
+    # fresh initialisation (scratch_init / bin_embedding_init)
+    init_from: str | None = None
     vision_probe_every: int = 100  # measure image_gain (train.vision_use) every this many steps and at the end; 0: off
     progress: bool = True  # draw progress bars
     trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
@@ -112,13 +116,15 @@ class TrainConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be >= 0, got {value!r}")
-        if self.grounding_steps >= self.steps:
-            raise ConfigError(f"grounding_steps must be < steps ({self.steps}), got {self.grounding_steps}")
+        if self.grounding_steps > self.steps:
+            raise ConfigError(f"grounding_steps must be <= steps ({self.steps}), got {self.grounding_steps}")
         prefix_heads = [field for head, field in AUX_WEIGHTS.items() if head != "expert_target"]
         if self.grounding_steps and not any(getattr(self, field) > 0 for field in prefix_heads):
             raise ConfigError(f"grounding_steps trains the auxiliary heads only; set one of {', '.join(prefix_heads)}")
         if not (math.isfinite(self.pad_loss_weight) and self.pad_loss_weight >= 0):
             raise ConfigError(f"pad_loss_weight must be >= 0, got {self.pad_loss_weight!r}")
+        if self.init_from is not None and self.scratch_init:
+            raise ConfigError("init_from and scratch_init both set the initial weights; choose one")
         if not str(self.out):
             raise ConfigError("out must name a directory")
         self.sample_spec(self.d_max + 1)  # validates d_max >= 0, mix_prob and has_prob

@@ -33,10 +33,15 @@ def _words(text: str) -> list[str]:
     return [w for piece in text.split() for w in re.split(f"({SPLIT_PATTERN})", piece) if w]
 
 
+def instruction_words(instructions: Iterable[str]) -> set[str]:
+    """Every word the tokenizer sees in `instructions` (cleaned as the prompt encoder cleans them)."""
+    return {w for text in instructions for w in _words(clean_prompt(text))}
+
+
 def build_vocab(instructions: Iterable[str]) -> dict[str, int]:
     """token -> id for the given instructions (cleaned as the prompt encoder cleans them)."""
     fixed = [*SPECIALS, *STATE_BINS, *PUNCTUATION, *SCAFFOLDING]
-    words = sorted({w for text in instructions for w in _words(clean_prompt(text))} - set(fixed))
+    words = sorted(instruction_words(instructions) - set(fixed))
     return {token: i for i, token in enumerate([*fixed, *words])}
 
 

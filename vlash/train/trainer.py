@@ -25,6 +25,7 @@ from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.model import Pi05Model
+from vlash.train.base import base_tokenizer, load_base_weights
 from vlash.train.config import AUX_WEIGHTS, TrainConfig, TrainResult
 from vlash.train.data import TrainBatch, TrainingData
 from vlash.train.dataset import load_episodes, save_episodes
@@ -365,8 +366,12 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
     spec = config.sample_spec(policy.action_horizon)  # bad settings fail before any recording
     kept, rate = gather_episodes(config, episodes, policy.action_horizon)
     normalizer = dataset_normalizer(kept, policy.action_horizon if config.relative_actions else 0)
+    instructions = {e.instruction for e in kept}
     with tempfile.TemporaryDirectory(prefix="vlash-train-") as tmp:
-        tokenizer_file = train_tokenizer({e.instruction for e in kept}, tmp, max_vocab=policy.vocab_size)
+        if config.init_from is not None:
+            tokenizer_file = base_tokenizer(config.init_from, instructions)
+        else:
+            tokenizer_file = train_tokenizer(instructions, tmp, max_vocab=policy.vocab_size)
         data = TrainingData(
             kept, policy, tokenizer_file, normalizer, spec, config.trim_prompt, config.progress, config.relative_actions
         )
@@ -375,7 +380,9 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
             data.labels = dataset_labels(data.table.episodes, side, config.progress)
         model = build_random(data.model_config, seed=config.seed)
         vocab = tokenizer_vocab(tokenizer_file) if config.bin_embedding_init else None
-        if config.scratch_init:
+        if config.init_from is not None:
+            load_base_weights(model, config.init_from)
+        elif config.scratch_init:
             init_from_scratch(model, vocab)
         elif vocab is not None:
             init_state_bin_embeddings(model, vocab)

@@ -1,0 +1,48 @@
+"""Starting a training run from another policy directory (`TrainConfig.init_from`).
+
+pi0.5 is fine-tuned from a pretrained vision-language model. The tiny policies have none, so vlash can
+make one: a grounding-only run (`--grounding-steps` equal to `--steps`) trains the vision tower and the
+VLM to find the named target, with no expert and no flow loss, and writes a policy directory like any
+run. A later run started from it (`--init-from DIR`) takes all of its weights and its tokenizer, so the
+token ids the VLM learned stay the same, and spends its own steps on actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+
+from vlash.policies.checkpoint import map_state_dict, read_safetensors
+from vlash.policies.pi05.model import Pi05Model
+from vlash.train.errors import ConfigError
+from vlash.train.init import tokenizer_vocab
+from vlash.train.tokenizer_train import instruction_words
+
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+
+
+def base_tokenizer(directory: str | Path, instructions: Iterable[str]) -> Path:
+    """The base policy's tokenizer.json, after checking it has a token for every word of `instructions`."""
+    path = Path(directory) / TOKENIZER_FILE
+    if not path.is_file():
+        raise ConfigError(f"init_from {directory} has no {TOKENIZER_FILE}: not a vlash policy directory")
+    vocab = tokenizer_vocab(path)
+    unknown = sorted(instruction_words(instructions) - set(vocab))
+    if unknown:
+        raise ConfigError(
+            f"the tokenizer of {directory} has no token for {unknown[:10]}: the base was trained on other instructions"
+        )
+    return path
+
+
+def load_base_weights(model: Pi05Model, directory: str | Path) -> None:
+    """Copy every weight of the policy directory into `model`; any missing, extra or misshapen tensor raises
+    CheckpointError listing all of them (a base of another preset does not fit)."""
+    path = Path(directory) / WEIGHTS_FILE
+    dtype = next(model.parameters()).dtype
+    state = map_state_dict(read_safetensors(path), model, path, dtype)
+    with torch.no_grad():
+        model.load_state_dict(state, strict=True)
