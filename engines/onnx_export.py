@@ -45,7 +45,7 @@ class PrefillGraph(nn.Module):
         self.model = model
 
     def forward(self, images: Tensor, image_masks: Tensor, tokens: Tensor, token_masks: Tensor) -> tuple[Tensor, ...]:
-        cache = self.model.encode_prefix(Pi05Inputs(images, image_masks, tokens, token_masks))[0]
+        cache = self.model.prefill(Pi05Inputs(images, image_masks, tokens, token_masks))
         return tuple(getattr(cache, name) for name in PREFILL_OUTPUTS)
 
 

@@ -24,9 +24,13 @@ def test_cached_denoise_step_equals_joint_forward(two_camera_tiny, per_token_tim
     x_t = torch.randn(2, cfg.action_horizon, cfg.action_dim)
     tau = torch.rand(2, cfg.action_horizon) if per_token_time else torch.full((2, cfg.action_horizon), 0.7)
     with torch.no_grad():
-        cached = model.denoise_step(x_t, tau, model.prefill(inputs))
+        cache = model.prefill(inputs)
+        cached = model.denoise_step(x_t, tau, cache)
         joint = model.forward_joint(inputs, x_t, tau)
+        full_cache, _ = model.encode_prefix(inputs)  # runs the last layer's queries and MLP that prefill skips
     torch.testing.assert_close(cached, joint, atol=1e-5, rtol=0)
+    for name in ("keys", "values", "suffix_bias", "suffix_cos", "suffix_sin"):
+        torch.testing.assert_close(getattr(cache, name), getattr(full_cache, name), atol=0, rtol=0)
 
 
 def test_per_token_time_conditions_each_action(two_camera_tiny):
@@ -100,6 +104,8 @@ def test_forward_joint_can_return_the_prefix_stream_entering_a_layer(two_camera_
         v_last, last = model.forward_joint(inputs, x_t, tau, prefix_layer=cfg.vlm.depth)
         _, prefix_out = model.encode_prefix(inputs)
     torch.testing.assert_close(v0, plain, atol=0, rtol=0)  # tapping does not change the velocities
+    # nor does running the last layer's prefix output, which `plain` skips
+    torch.testing.assert_close(v_last, plain, atol=1e-5, rtol=0)
     torch.testing.assert_close(first, model.embed_prefix(inputs)[0], atol=1e-6, rtol=0)
     torch.testing.assert_close(model.vlm.final_norm(last), prefix_out, atol=1e-5, rtol=0)
     with pytest.raises(ShapeError, match="prefix_layer"):

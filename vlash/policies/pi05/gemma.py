@@ -40,9 +40,10 @@ class GemmaMLP(nn.Module):
 
 @dataclass
 class LayerQKV:
-    """Per-layer projections: q [B, N, S, hd] (RoPE'd, scaled), k/v [B, K, S, hd] (k RoPE'd)."""
+    """Per-layer projections: q [B, N, S, hd] (RoPE'd, scaled; None when not asked for), k/v [B, K, S, hd]
+    (k RoPE'd)."""
 
-    q: Tensor
+    q: Tensor | None
     k: Tensor
     v: Tensor
     attn_gate: Tensor | None  # adaRMS gate of the attention branch (expert only)
@@ -67,14 +68,20 @@ class GemmaLayer(nn.Module):
             return norm(x, cond)
         return norm(x), None
 
-    def project_qkv(self, x: Tensor, cos: Tensor, sin: Tensor, cond: Tensor | None = None) -> LayerQKV:
+    def project_qkv(
+        self, x: Tensor, cos: Tensor, sin: Tensor, cond: Tensor | None = None, queries: bool = True
+    ) -> LayerQKV:
+        """Pre-norm, then q/k/v with RoPE. `queries=False` skips q (None): for tokens whose output nobody reads,
+        the VLM's last layer, whose keys and values are all the action expert takes from it."""
         cfg, attn = self.cfg, self.self_attn
         batch, seq, _ = x.shape
         h, gate = self._norm(self.input_layernorm, x, cond)
-        q = attn.q_proj(h).view(batch, seq, cfg.num_heads, cfg.head_dim).transpose(1, 2)
         k = attn.k_proj(h).view(batch, seq, cfg.num_kv_heads, cfg.head_dim).transpose(1, 2)
         v = attn.v_proj(h).view(batch, seq, cfg.num_kv_heads, cfg.head_dim).transpose(1, 2)
-        q = apply_rope(q, cos, sin) * cfg.head_dim**-0.5  # openpi scales q after RoPE
+        q = None
+        if queries:
+            q = attn.q_proj(h).view(batch, seq, cfg.num_heads, cfg.head_dim).transpose(1, 2)
+            q = apply_rope(q, cos, sin) * cfg.head_dim**-0.5  # openpi scales q after RoPE
         return LayerQKV(q=q, k=apply_rope(k, cos, sin), v=v, attn_gate=gate)
 
     def finish(self, x: Tensor, attn_out: Tensor, qkv: LayerQKV, cond: Tensor | None = None) -> Tensor:

@@ -96,18 +96,28 @@ class Pi05Model(nn.Module):
 
     @torch.no_grad()
     def prefill(self, inputs: Pi05Inputs) -> PrefixCache:
-        return self.encode_prefix(inputs)[0]
+        """The prefix's keys and values at every VLM layer. The last layer's queries, attention and MLP are
+        skipped: the action expert reads only its keys and values."""
+        return self._encode_prefix(inputs, final_output=False)[0]
 
     def encode_prefix(self, inputs: Pi05Inputs) -> tuple[PrefixCache, Tensor]:
         """Prefill, also returning the VLM's final-norm output [B, P, W] (openpi's prefix_out; for checks)."""
+        cache, out = self._encode_prefix(inputs, final_output=True)
+        return cache, out
+
+    def _encode_prefix(self, inputs: Pi05Inputs, final_output: bool) -> tuple[PrefixCache, Tensor | None]:
         x, valid, cos, sin, bias = self._prefix_setup(inputs)
         keys, values = [], []
-        for layer in self.vlm.layers:
-            qkv = layer.project_qkv(x, cos, sin)
+        last = len(self.vlm.layers) - 1
+        for index, layer in enumerate(self.vlm.layers):
+            needed = final_output or index < last  # the last layer's output feeds only the final norm
+            qkv = layer.project_qkv(x, cos, sin, queries=needed)
             keys.append(qkv.k)
             values.append(qkv.v)
-            x = layer.finish(x, attend(qkv.q, qkv.k, qkv.v, bias), qkv)
-        return self._make_cache(torch.stack(keys), torch.stack(values), valid), self.vlm.final_norm(x)
+            if needed:
+                x = layer.finish(x, attend(qkv.q, qkv.k, qkv.v, bias), qkv)
+        cache = self._make_cache(torch.stack(keys), torch.stack(values), valid)
+        return cache, self.vlm.final_norm(x) if final_output else None
 
     def prefix_stream(self, inputs: Pi05Inputs, layer: int) -> Tensor:
         """The prefix's residual stream entering VLM layer `layer` [B, P, W], running only the layers before it
@@ -187,13 +197,21 @@ class Pi05Model(nn.Module):
         cos, sin = rope_tables(torch.cumsum(valid.long(), dim=1) - 1, cfg.head_dim, cfg.rope_base)
         split = (cos[:, :, :plen], sin[:, :, :plen]), (cos[:, :, plen:], sin[:, :, plen:])
         tapped = prefix if prefix_layer == 0 else None
+        depth = len(self.vlm.layers)
         for index, (vlm_layer, exp_layer) in enumerate(zip(self.vlm.layers, self.expert.layers, strict=True)):
-            pq = vlm_layer.project_qkv(prefix, *split[0])
+            # The prefix's output of the last layer is never read (the expert takes keys and values only),
+            # unless a head taps it: skip its queries, attention rows and MLP.
+            prefix_out = index < depth - 1 or prefix_layer == depth
+            pq = vlm_layer.project_qkv(prefix, *split[0], queries=prefix_out)
             sq = exp_layer.project_qkv(suffix, *split[1], cond)
-            q, k, v = (torch.cat([a, b.to(a.dtype)], dim=2) for a, b in ((pq.q, sq.q), (pq.k, sq.k), (pq.v, sq.v)))
-            out = attend(q, k, v, bias)
-            prefix = vlm_layer.finish(prefix, out[:, :plen], pq)
-            suffix = exp_layer.finish(suffix, out[:, plen:], sq, cond)
+            k, v = (torch.cat([a, b.to(a.dtype)], dim=2) for a, b in ((pq.k, sq.k), (pq.v, sq.v)))
+            if prefix_out:
+                out = attend(torch.cat([pq.q, sq.q.to(pq.q.dtype)], dim=2), k, v, bias)
+                prefix = vlm_layer.finish(prefix, out[:, :plen], pq)
+                suffix = exp_layer.finish(suffix, out[:, plen:], sq, cond)
+            else:
+                out = attend(sq.q.to(k.dtype), k, v, bias[:, :, plen:])
+                suffix = exp_layer.finish(suffix, out, sq, cond)
             if prefix_layer == index + 1:
                 tapped = prefix
         v = self.action_out_proj(self.expert.final_norm(suffix, cond))
