@@ -3,7 +3,8 @@
 Each round trip sends an INFER (2 x 224x224x3 uint8 images + a 32-dim state) through the real encode /
 decode + PolicyClient path and gets back an ACTIONS message holding a 50x32 float32 chunk. The echo server
 runs in its own process (as a policy server would). The "raw" rows send the same bytes over bare
-DEALER/ROUTER sockets without the codec, to separate transport from codec (copying on send as PolicyClient
+DEALER/ROUTER sockets without the codec, to separate transport from codec (every row builds a fresh request
+per round outside the timed region, as a camera delivers new frames; copying on send as PolicyClient
 does; "raw zero-copy" sends the image buffers with copy=False, which pyzmq releases through its
 garbage-collector thread, slower on this 2-core VM); "no send check" skips the
 sender-side validation (encode(validate=False) on both ends: one decode per message instead of two);
@@ -103,13 +104,13 @@ def protocol_round_trips(endpoint: str, rounds: int, validate: bool = True) -> l
 
 
 def raw_round_trips(context: zmq.Context, endpoint: str, rounds: int, copy: bool = True) -> list[float]:
-    request = make_request(0)
-    frames = [b"h" * 300, request.state.data, request.images["front"].data, request.images["wrist"].data]
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     socket.connect(endpoint)
     samples = []
-    for _ in range(rounds):
+    for i in range(rounds):
+        request = make_request(i)  # fresh arrays each round, as in protocol_round_trips (a camera's new frame)
+        frames = [b"h" * 300, request.state.data, request.images["front"].data, request.images["wrist"].data]
         start = time.perf_counter()
         socket.send_multipart(frames, copy=copy)
         if not socket.poll(5000):

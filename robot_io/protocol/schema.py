@@ -29,7 +29,7 @@ def bad_value(text: str) -> MessageError:
 
 
 def _bound(bound: int | str, limits: Limits) -> int:
-    return getattr(limits, bound) if isinstance(bound, str) else bound
+    return bound if type(bound) is int else getattr(limits, bound)
 
 
 def integer(lo: int | str, hi: int | str) -> Checker:
@@ -86,7 +86,7 @@ def optional(inner: Checker) -> Checker:
 
 
 def error_code(name: str, value: Any, limits: Limits) -> ErrorCode:
-    text(64)(name, value, limits)
+    SHORT_TEXT(name, value, limits)
     try:
         return ErrorCode(value)
     except ValueError:
@@ -99,24 +99,27 @@ def _map(name: str, value: Any, limits: Limits) -> dict:
     if len(value) > MAX_MAP_ENTRIES:
         raise bad_value(f"{name}: {len(value)} entries exceed {MAX_MAP_ENTRIES}")
     for key in value:
-        text(MAX_KEY_CHARS)(f"{name} key", key, limits)
+        MAP_KEY(f"{name} key", key, limits)
     return value
 
 
 def float_map(name: str, value: Any, limits: Limits) -> dict[str, float]:
-    check = number(-math.inf, math.inf)
-    return {k: check(f"{name}[{k!r}]", v, limits) for k, v in _map(name, value, limits).items()}
+    return {k: FINITE(f"{name}[{k!r}]", v, limits) for k, v in _map(name, value, limits).items()}
 
 
 def number_map(name: str, value: Any, limits: Limits) -> dict[str, int | float]:
     """Counters: ints stay ints (int64 range), floats must be finite."""
     out: dict[str, int | float] = {}
     for key, v in _map(name, value, limits).items():
-        check = integer(-INT64_MAX - 1, INT64_MAX) if type(v) is int else number(-math.inf, math.inf)
+        check = INT64 if type(v) is int else FINITE
         out[key] = check(f"{name}[{key!r}]", v, limits)
     return out
 
 
+SHORT_TEXT = text(64)
+MAP_KEY = text(MAX_KEY_CHARS)
+FINITE = number(-math.inf, math.inf)
+INT64 = integer(-INT64_MAX - 1, INT64_MAX)
 CAMERA_FIELDS = {"name": text(256), "height": integer(1, "max_image_side"), "width": integer(1, "max_image_side")}
 
 

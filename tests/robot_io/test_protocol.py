@@ -109,6 +109,46 @@ def test_optional_arrays_may_be_absent_and_empty():
     assert decoded.future_state is None and decoded.guidance is None and decoded.prefix.shape == (0, 3)
 
 
+def test_empty_arrays_travel_as_empty_frames():
+    frames = encode(make_infer(prefix=np.zeros((0, 3), np.float32), future_state=None, guidance=None))
+    descriptors = [d["name"] for d in header_of(frames)["arrays"]]
+    assert memoryview(frames[1 + descriptors.index("prefix")]).nbytes == 0
+    prefix = decode([bytes(f) for f in frames]).prefix
+    assert prefix.shape == (0, 3) and prefix.dtype == np.float32
+
+
+def test_received_float_arrays_are_checked_for_nan_and_inf():
+    """The receiver checks every float array itself, whatever the sender checked (here: nothing)."""
+    for bad in (np.nan, np.inf, -np.inf):
+        chunk = np.ones((10, 3), np.float32)
+        chunk[9, 2] = bad
+        frames = encode(Actions(1, 0, chunk, True, 10, 4), validate=False)
+        assert_refused(frames, ErrorCode.BAD_VALUE, "actions: contains NaN or inf")
+        guidance = np.ones((5, 3), np.float32)
+        guidance[0, 0] = bad
+        assert_refused(encode(make_infer(guidance=guidance), validate=False), ErrorCode.BAD_VALUE, "guidance: contains")
+
+
+def test_array_bounds_follow_the_receivers_limits():
+    """Bounds are resolved once per (message type, Limits): each decode still checks against its own Limits."""
+    frames = [bytes(f) for f in encode(make_infer())]
+    decode(frames)
+    assert_refused(frames, ErrorCode.BAD_VALUE, "state: size 4 of axis 0 out of range", Limits(max_state_dim=3))
+    assert_refused(frames, ErrorCode.BAD_VALUE, "prefix: size 3 of axis 1", Limits(max_action_dim=2))
+    assert_refused(frames, ErrorCode.BAD_VALUE, "image/front: size 8 of axis 1", Limits(max_image_side=7))
+    decode(frames, Limits())  # an equal Limits: accepted again
+
+
+def test_arrays_a_message_type_does_not_carry_are_refused():
+    image = np.zeros((2, 2, 3), np.uint8)
+    actions = encode(Actions(1, 0, np.ones((10, 3), np.float32), True, 10, 4))
+    header = header_of(actions)
+    header["arrays"].append({"name": "image/front", "dtype": "uint8", "shape": [2, 2, 3]})
+    assert_refused([msgpack.packb(header), *actions[1:], image.tobytes()], ErrorCode.BAD_MESSAGE, "unexpected array")
+    ping = header_of(encode(Ping(5))) | {"arrays": [{"name": "state", "dtype": "float32", "shape": [1]}]}
+    assert_refused([msgpack.packb(ping), bytes(4)], ErrorCode.BAD_MESSAGE, "PING: unexpected array 'state'")
+
+
 def test_big_endian_arrays_are_sent_little_endian():
     frames = encode(make_infer(state=np.arange(4, dtype=">f4")))
     assert decode(frames).state.tolist() == [0.0, 1.0, 2.0, 3.0]
@@ -120,6 +160,7 @@ def test_big_endian_arrays_are_sent_little_endian():
         ({"v": 2}, ErrorCode.BAD_VERSION, "version 2"),
         ({"v": "1"}, ErrorCode.BAD_MESSAGE, "version"),
         ({"type": "EXPLODE"}, ErrorCode.BAD_MESSAGE, "unknown message type"),
+        ({"type": 5}, ErrorCode.BAD_MESSAGE, "unknown message type"),
         ({"extra": 1}, ErrorCode.BAD_MESSAGE, "expected keys"),
         ({"arrays": {}}, ErrorCode.BAD_MESSAGE, "descriptors"),
     ],
