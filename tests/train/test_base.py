@@ -75,10 +75,17 @@ def test_a_base_without_a_token_for_every_instruction_word_is_refused(tmp_path, 
         trainer.train(config, episodes=dot_episodes(2))  # "reach the red dot", "follow the moving target"
 
 
-def test_a_base_of_another_shape_is_refused_with_the_mismatches(tmp_path, base_dir, reach_episodes):
+def test_a_base_of_another_shape_is_refused_with_the_mismatches_before_any_data_work(
+    tmp_path, base_dir, reach_episodes, monkeypatch
+):
     wider = tmp_path / "wider.yaml"
     wider.write_text(Path(MICRO).read_text().replace("expert: {width: 32", "expert: {width: 40"))
     config = TrainConfig(policy=str(wider), steps=2, init_from=str(base_dir), out=str(tmp_path / "p"), **SMALL)
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("episodes were gathered before the base was checked")
+
+    monkeypatch.setattr(trainer, "gather_episodes", no_data)
     with pytest.raises(CheckpointError, match="shape mismatches"):
         trainer.train(config, episodes=reach_episodes)
     assert not (tmp_path / "p").exists()
@@ -91,5 +98,5 @@ def test_a_base_and_a_scratch_initialisation_at_once_are_refused():
 
 def test_a_directory_that_is_not_a_policy_is_refused(tmp_path, reach_episodes):
     config = TrainConfig(policy=MICRO, steps=2, init_from=str(tmp_path), out=str(tmp_path / "p"), **SMALL)
-    with pytest.raises(ConfigError, match="has no tokenizer.json: not a vlash policy directory"):
+    with pytest.raises(ConfigError, match="has no model.safetensors or tokenizer.json: not a vlash policy directory"):
         trainer.train(config, episodes=reach_episodes)

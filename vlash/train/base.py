@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from vlash.policies.checkpoint import map_state_dict, read_safetensors
+from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
 from vlash.train.errors import ConfigError
 from vlash.train.init import tokenizer_vocab
@@ -24,11 +25,21 @@ WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 
 
+def read_base_weights(directory: str | Path, config: Pi05Config) -> dict[str, torch.Tensor]:
+    """The policy directory's weights, checked against a model of `config` before any data is prepared: any
+    missing, extra or misshapen tensor raises CheckpointError listing all of them (a base of another preset)."""
+    root = Path(directory)
+    missing = [name for name in (WEIGHTS_FILE, TOKENIZER_FILE) if not (root / name).is_file()]
+    if missing:
+        raise ConfigError(f"init_from {directory} has no {' or '.join(missing)}: not a vlash policy directory")
+    with torch.device("meta"):
+        shapes_only = Pi05Model(config)
+    return map_state_dict(read_safetensors(root / WEIGHTS_FILE), shapes_only, root / WEIGHTS_FILE, torch.float32)
+
+
 def base_tokenizer(directory: str | Path, instructions: Iterable[str]) -> Path:
     """The base policy's tokenizer.json, after checking it has a token for every word of `instructions`."""
     path = Path(directory) / TOKENIZER_FILE
-    if not path.is_file():
-        raise ConfigError(f"init_from {directory} has no {TOKENIZER_FILE}: not a vlash policy directory")
     vocab = tokenizer_vocab(path)
     unknown = sorted(instruction_words(instructions) - set(vocab))
     if unknown:
@@ -36,13 +47,3 @@ def base_tokenizer(directory: str | Path, instructions: Iterable[str]) -> Path:
             f"the tokenizer of {directory} has no token for {unknown[:10]}: the base was trained on other instructions"
         )
     return path
-
-
-def load_base_weights(model: Pi05Model, directory: str | Path) -> None:
-    """Copy every weight of the policy directory into `model`; any missing, extra or misshapen tensor raises
-    CheckpointError listing all of them (a base of another preset does not fit)."""
-    path = Path(directory) / WEIGHTS_FILE
-    dtype = next(model.parameters()).dtype
-    state = map_state_dict(read_safetensors(path), model, path, dtype)
-    with torch.no_grad():
-        model.load_state_dict(state, strict=True)
