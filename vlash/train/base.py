@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-import torch
-
-from vlash.policies.checkpoint import map_state_dict, read_safetensors
+from vlash.policies.checkpoint import load_model
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
 from vlash.train.errors import ConfigError
@@ -25,16 +23,14 @@ WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 
 
-def read_base_weights(directory: str | Path, config: Pi05Config) -> dict[str, torch.Tensor]:
-    """The policy directory's weights, checked against a model of `config` before any data is prepared: any
-    missing, extra or misshapen tensor raises CheckpointError listing all of them (a base of another preset)."""
+def load_base_model(directory: str | Path, config: Pi05Config) -> Pi05Model:
+    """The policy directory's model, loaded as `config` before any data is prepared: any missing, extra or
+    misshapen tensor raises CheckpointError listing all of them (a base of another preset)."""
     root = Path(directory)
     missing = [name for name in (WEIGHTS_FILE, TOKENIZER_FILE) if not (root / name).is_file()]
     if missing:
         raise ConfigError(f"init_from {directory} has no {' or '.join(missing)}: not a vlash policy directory")
-    with torch.device("meta"):
-        shapes_only = Pi05Model(config)
-    return map_state_dict(read_safetensors(root / WEIGHTS_FILE), shapes_only, root / WEIGHTS_FILE, torch.float32)
+    return load_model(config, root / WEIGHTS_FILE)
 
 
 def base_tokenizer(directory: str | Path, instructions: Iterable[str]) -> Path:

@@ -25,7 +25,7 @@ from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.model import Pi05Model
-from vlash.train.base import base_tokenizer, read_base_weights
+from vlash.train.base import base_tokenizer, load_base_model
 from vlash.train.config import AUX_WEIGHTS, TrainConfig, TrainResult
 from vlash.train.data import TrainBatch, TrainingData
 from vlash.train.dataset import load_episodes, save_episodes
@@ -364,7 +364,7 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
     start = time.perf_counter()
     policy = load_preset(config.policy)
     spec = config.sample_spec(policy.action_horizon)  # bad settings fail before any recording
-    base_weights = read_base_weights(config.init_from, policy) if config.init_from is not None else None
+    base = load_base_model(config.init_from, policy) if config.init_from is not None else None
     kept, rate = gather_episodes(config, episodes, policy.action_horizon)
     normalizer = dataset_normalizer(kept, policy.action_horizon if config.relative_actions else 0)
     instructions = {e.instruction for e in kept}
@@ -379,14 +379,15 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
         if config.uses_auxiliaries:
             side = policy.vision.image_size // policy.vision.patch_size
             data.labels = dataset_labels(data.table.episodes, side, config.progress)
-        model = build_random(data.model_config, seed=config.seed)
-        vocab = tokenizer_vocab(tokenizer_file) if config.bin_embedding_init else None
-        if base_weights is not None:
-            model.load_state_dict(base_weights, strict=True)
-        elif config.scratch_init:
-            init_from_scratch(model, vocab)
-        elif vocab is not None:
-            init_state_bin_embeddings(model, vocab)
+        if base is not None:
+            model = with_config(base, data.model_config)  # every weight from the base (same tensors, trimmed prompt)
+        else:
+            model = build_random(data.model_config, seed=config.seed)
+            vocab = tokenizer_vocab(tokenizer_file) if config.bin_embedding_init else None
+            if config.scratch_init:
+                init_from_scratch(model, vocab)
+            elif vocab is not None:
+                init_state_bin_embeddings(model, vocab)
         meta = _metadata(config, command, data, rate)
         save = _saver(config, model, policy, normalizer, tokenizer_file, data.state_dims, meta)
         curves, train_s = run_steps(model, data, config, save)
