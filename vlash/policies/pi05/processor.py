@@ -4,7 +4,9 @@ unnormalize actions. One object per policy, built from the checkpoint directory.
 Action space: the robot always sends and receives absolute actions. A policy may predict some dims
 relative to the state it was given (openpi's DeltaActions: `a_k - s` for every action of the chunk,
 `relative_mask` True for those dims); `to_model_actions` and `postprocess` convert with the state of the
-request, so a relative policy's first action sits at the given state by construction.
+request, so a relative policy's first action sits at the given state by construction. A policy may also
+plan in the arm's task space (`task_space`, vlash.policies.task_space): states and given actions are mapped
+to end-effector positions before normalization, and its chunk back to joints after it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from vlash.policies.image import to_model_image
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Inputs
+from vlash.policies.task_space import PlanarArmTaskSpace
 from vlash.policies.tokenizer import Pi05PromptEncoder
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,7 @@ class Pi05Processor:
     action_key: str = "action"  # normalizer key of the actions
     antialias: bool = True  # openpi resizes with antialiasing; LeRobot fine-tunes were trained without
     relative_mask: tuple[bool, ...] | None = None  # per action dim: predicted relative to the state (None: absolute)
+    task_space: PlanarArmTaskSpace | None = None  # the model sees and predicts end-effector positions (None: joints)
     _warned_cameras: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
@@ -58,19 +62,27 @@ class Pi05Processor:
             if len(self.relative_mask) != self.action_dims:
                 count = len(self.relative_mask)
                 raise ShapeError(f"relative_mask has {count} entries, action_dims is {self.action_dims}")
+        if self.task_space is not None and self.action_dims != 2:
+            raise ShapeError(f"a planar-arm task space has 2 action dims, the policy has {self.action_dims}")
 
     @property
     def relative(self) -> bool:
         """True when some action dims are predicted relative to the state."""
         return self.relative_mask is not None and any(self.relative_mask)
 
+    def _model_state(self, states: np.ndarray) -> np.ndarray:
+        """Robot joint states [..., D] -> the states the model sees (end-effector positions in task space)."""
+        states = np.asarray(states, dtype=np.float32)
+        return states if self.task_space is None else self.task_space.positions(states)
+
     def _state_offset(self, states: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
-        """[..., 1, action_dims] to add to relative actions (zeros on absolute dims); None for absolute policies."""
+        """[..., 1, action_dims] to add to relative actions (zeros on absolute dims); None for absolute policies.
+        `states` are robot joint states."""
         if not self.relative:
             return None
         if states is None:
             raise ShapeError("this policy predicts actions relative to the state: pass the request's state")
-        states = np.asarray(states, dtype=np.float32)
+        states = self._model_state(states)
         if states.shape[-1] < self.action_dims or states.shape[:-1] != shape[:-2]:
             raise ShapeError(f"state shape {states.shape} does not match actions {shape} ({self.action_dims} dims)")
         mask = np.array(self.relative_mask, dtype=np.float32)
@@ -80,6 +92,8 @@ class Pi05Processor:
         """Absolute robot-unit actions [..., n, action_dims] -> normalized model actions (same shape); `states`
         [..., D] are the states the request carried (needed by relative policies)."""
         actions = np.asarray(actions, dtype=np.float32)
+        if self.task_space is not None:
+            actions = self.task_space.positions(actions)
         offset = self._state_offset(states, actions.shape)
         if offset is not None:
             actions = actions - offset
@@ -94,7 +108,7 @@ class Pi05Processor:
             cam_images, cam_masks = self._images(obs, device)
             images.append(cam_images)
             masks.append(cam_masks)
-            state = self.normalizer.normalize(self.state_key, np.asarray(obs.state, dtype=np.float32))
+            state = self.normalizer.normalize(self.state_key, self._model_state(obs.state))
             tok, tok_mask = self.prompt_encoder.encode(obs.prompt, state)
             ids.append(tok)
             token_masks.append(tok_mask)
@@ -128,4 +142,9 @@ class Pi05Processor:
         real = actions[..., : self.action_dims].detach().float().cpu().numpy()
         out = self.normalizer.unnormalize(self.action_key, real)
         offset = self._state_offset(states, out.shape)
-        return out if offset is None else out + offset
+        out = out if offset is None else out + offset
+        if self.task_space is None:
+            return out
+        if states is None:
+            raise ShapeError("this policy plans in task space: pass the request's joint state")
+        return self.task_space.joints(out, np.asarray(states, dtype=np.float32)[..., :2])

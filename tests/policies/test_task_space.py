@@ -1,0 +1,121 @@
+"""Task-space policies: the model sees and predicts end-effector positions, the robot joints."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from robot_io.sim import kinematics
+from robot_io.sim.config import ArmConfig
+from tests.policies.builders import train_wordlevel_tokenizer
+from vlash.errors import ShapeError
+from vlash.policies.checkpoint import build_random
+from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
+from vlash.policies.pi05 import load_preset
+from vlash.policies.pi05.processor import Observation, Pi05Processor
+from vlash.policies.policy_dir import load_policy, save_policy
+from vlash.policies.task_space import PlanarArmTaskSpace
+from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
+
+SPACE = PlanarArmTaskSpace.from_arm(ArmConfig())
+
+
+def _chunk(start: np.ndarray, end: np.ndarray, steps: int = 20) -> np.ndarray:
+    return np.linspace(start, end, steps).astype(np.float32)
+
+
+@pytest.mark.parametrize("elbow", [1.3, -1.3])
+def test_a_joint_chunk_survives_the_round_trip_on_its_own_elbow_branch(elbow):
+    q = _chunk(np.array([0.2, elbow]), np.array([2.0, 0.5 * elbow]))
+    positions = SPACE.positions(q)
+    np.testing.assert_allclose(positions, kinematics.forward(q, ArmConfig().link_lengths), atol=1e-6)
+    back = SPACE.joints(positions, q[0])
+    np.testing.assert_allclose(back, q, atol=1e-5)
+    # started from the other branch, the same positions give the mirrored elbow
+    mirrored = SPACE.joints(positions, q[0] * np.array([1.0, -1.0]))
+    assert (np.sign(mirrored[:, 1]) == -np.sign(elbow)).all()
+    np.testing.assert_allclose(SPACE.positions(mirrored), positions, atol=1e-5)
+
+
+def test_joint_0_stays_continuous_past_pi_and_batches_solve_each_row_from_its_own_start():
+    q = _chunk(np.array([math.pi - 0.3, 1.0]), np.array([math.pi + 0.4, 1.2]))  # crosses +pi without a wrap
+    batch = np.stack([q, q - np.array([2 * math.pi, 0.0], np.float32)])  # the same pose, 2 pi lower
+    back = SPACE.joints(SPACE.positions(batch), batch[:, 0])
+    np.testing.assert_allclose(back, batch, atol=1e-5)
+    assert np.abs(np.diff(back[..., 0], axis=-1)).max() < 0.1
+
+
+def test_unreachable_positions_are_projected_and_bad_shapes_are_refused():
+    far = np.array([[3.0, 0.0]], np.float32)
+    q = SPACE.joints(far, np.array([0.0, 0.5]))
+    np.testing.assert_allclose(SPACE.positions(q)[0], [sum(ArmConfig().link_lengths), 0.0], atol=1e-4)
+    with pytest.raises(ShapeError, match="2 joint values"):
+        SPACE.positions(np.zeros((4, 3)))
+    with pytest.raises(ShapeError, match="need positions"):
+        SPACE.joints(np.zeros((2, 5, 2)), np.zeros(2))
+    with pytest.raises(ShapeError, match="link_lengths"):
+        PlanarArmTaskSpace((0.5, -0.4), ((-1.0, 1.0), (-1.0, 1.0)))
+    with pytest.raises(ShapeError, match="joint_limits"):
+        PlanarArmTaskSpace((0.5, 0.4), ((1.0, -1.0), (-1.0, 1.0)))
+    assert PlanarArmTaskSpace.from_dict(SPACE.to_dict()) == SPACE
+    with pytest.raises(ShapeError, match="unknown task space kind 'scara'"):
+        PlanarArmTaskSpace.from_dict({**SPACE.to_dict(), "kind": "scara"})
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    return train_wordlevel_tokenizer(tmp_path_factory.mktemp("tok"))
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return build_random(load_preset("pi05-tiny"), seed=5)
+
+
+def _normalizer() -> Normalizer:
+    q = lambda lo, hi: {"q01": np.array(lo, np.float32), "q99": np.array(hi, np.float32)}  # noqa: E731
+    return Normalizer(
+        [
+            FeatureNorm("observation.state", NormMode.QUANTILES, q([-0.9, -0.9], [0.9, 0.9])),
+            FeatureNorm("action", NormMode.QUANTILES, q([-0.5, -0.4], [0.5, 0.6])),
+        ]
+    )
+
+
+def _processor(config, tokenizer_dir, space: PlanarArmTaskSpace | None) -> Pi05Processor:
+    encoder = Pi05PromptEncoder(PromptTokenizer.from_dir(tokenizer_dir), config.max_token_len, state_dims=2)
+    return Pi05Processor(config, _normalizer(), encoder, action_dims=2, relative_mask=(True, True), task_space=space)
+
+
+def test_the_processor_gives_the_model_positions_and_the_robot_joints(tiny, tokenizer_dir):
+    ee, joint = _processor(tiny.config, tokenizer_dir, SPACE), _processor(tiny.config, tokenizer_dir, None)
+    states = np.array([[0.3, 1.1], [-2.0, -0.8]], np.float32)
+    image = {"base_0_rgb": np.zeros((96, 96, 3), np.uint8)}
+    # the prompt carries the end effector's position: what a joint-space processor makes of the FK'd state
+    seen = ee.preprocess([Observation(image, s, "touch the red target") for s in states])
+    positions = SPACE.positions(states)
+    expected = joint.preprocess([Observation(image, p, "touch the red target") for p in positions])
+    assert torch.equal(seen.tokens, expected.tokens)
+    # committed or guidance actions arrive as joints and are mapped before the relative offset and normalizing
+    actions = np.stack([_chunk(s, s + np.array([0.4, -0.3]), 8) for s in states])
+    model_actions = ee.to_model_actions(actions, states)
+    np.testing.assert_allclose(model_actions, joint.to_model_actions(SPACE.positions(actions), positions), atol=1e-6)
+    # and the model's chunk comes back as joints on the state's branch, reaching the positions it predicted
+    padded = torch.zeros(2, 8, tiny.config.action_dim)
+    padded[..., :2] = torch.from_numpy(model_actions)
+    np.testing.assert_allclose(ee.postprocess(padded, states), actions, atol=1e-4)
+    with pytest.raises(ShapeError, match="relative to the state"):
+        ee.postprocess(padded)
+    with pytest.raises(ShapeError, match="2 action dims"):
+        Pi05Processor(tiny.config, _normalizer(), ee.prompt_encoder, action_dims=3, task_space=SPACE)
+
+
+def test_the_task_space_is_saved_and_loaded(tmp_path, tiny, tokenizer_dir):
+    tok = tokenizer_dir / "tokenizer.json"
+    out = save_policy(tmp_path / "p", tiny, _normalizer(), tok, 2, 2, relative_mask=(1, 1), task_space=SPACE)
+    assert load_policy(out).processor.task_space == SPACE
+    plain = save_policy(tmp_path / "q", tiny, _normalizer(), tok, 2, 2)
+    assert load_policy(plain).processor.task_space is None

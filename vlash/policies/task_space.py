@@ -1,0 +1,82 @@
+"""A policy that plans in the arm's task space while the robot speaks joint positions.
+
+The robot always sends joint states and receives joint-position chunks. A task-space policy sees the
+end effector's position instead of the joints (forward kinematics of the state, and of any committed or
+guidance actions), and predicts a chunk of end-effector positions; inverse kinematics turns that chunk
+back into joint positions, each step on the elbow branch of the step before it, starting from the given
+joint state. The conversion is exact both ways on reachable points (unreachable ones are projected onto
+the reachable annulus, as `robot_io.sim.kinematics.inverse` does).
+
+Why: where a target is in the image maps to where the end effector must go by a translation, but to the
+joint angles only through the arm's inverse kinematics. A small policy trained for minutes learns the first
+far more precisely (docs/EVALUATION.md, session 8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from robot_io.sim import kinematics
+from vlash.errors import ShapeError
+
+KIND = "planar_arm"  # the kind name written to a policy directory's config.yaml
+
+
+@dataclass(frozen=True)
+class PlanarArmTaskSpace:
+    """End-effector (x, y) of a 2-joint planar arm (robot_io.sim): joints [..., 2] <-> positions [..., 2]."""
+
+    link_lengths: tuple[float, float]  # shoulder->elbow, elbow->end effector (world units)
+    joint_limits: tuple[tuple[float, float], tuple[float, float]]  # [rad] (low, high) per joint
+
+    def __post_init__(self) -> None:
+        links = tuple(float(x) for x in self.link_lengths)
+        limits = tuple((float(lo), float(hi)) for lo, hi in self.joint_limits)
+        if len(links) != 2 or not all(x > 0 for x in links):
+            raise ShapeError(f"link_lengths must be 2 positive lengths, got {self.link_lengths!r}")
+        if len(limits) != 2 or not all(lo < hi for lo, hi in limits):
+            raise ShapeError(f"joint_limits must be 2 (low, high) pairs with low < high, got {self.joint_limits!r}")
+        object.__setattr__(self, "link_lengths", links)
+        object.__setattr__(self, "joint_limits", limits)
+
+    @classmethod
+    def from_arm(cls, arm: Any) -> PlanarArmTaskSpace:
+        """From a `robot_io.sim.config.ArmConfig` (its link lengths and joint limits)."""
+        return cls(tuple(arm.link_lengths), tuple(tuple(lim) for lim in arm.joint_limits))
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> PlanarArmTaskSpace:
+        if doc.get("kind") != KIND:
+            raise ShapeError(f"unknown task space kind {doc.get('kind')!r}; known: {KIND!r}")
+        return cls(tuple(doc["link_lengths"]), tuple(tuple(lim) for lim in doc["joint_limits"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        limits = [list(pair) for pair in self.joint_limits]
+        return {"kind": KIND, "link_lengths": list(self.link_lengths), "joint_limits": limits}
+
+    def positions(self, joints: np.ndarray) -> np.ndarray:
+        """End-effector positions float32 [..., 2] of joint vectors [..., 2] (states or joint-position actions)."""
+        joints = np.asarray(joints)
+        if joints.shape[-1:] != (2,):
+            raise ShapeError(f"a planar-arm task space needs 2 joint values per vector, got shape {joints.shape}")
+        return kinematics.forward(joints, self.link_lengths).astype(np.float32)
+
+    def joints(self, positions: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Joint-position chunks float32 [..., H, 2] reaching positions [..., H, 2], all on the elbow branch of
+        `start` [..., 2] (the joint state the chunk starts from); joint 0 of step k is the 2*pi-equivalent nearest
+        to step k - 1's (step 0: the start's), so a chunk never jumps a turn."""
+        positions, start = np.asarray(positions, np.float64), np.asarray(start, np.float64)
+        if positions.shape[-1:] != (2,) or positions.ndim < 2 or start.shape != positions.shape[:-2] + (2,):
+            raise ShapeError(f"need positions [..., H, 2] and start [..., 2], got {positions.shape} and {start.shape}")
+        limits = np.asarray(self.joint_limits)
+        out = np.empty(positions.shape, dtype=np.float32)
+        ref = start.copy()  # ref[..., 1] keeps the start's elbow: a step at full extension (elbow 0) has no branch
+        for k in range(positions.shape[-2]):
+            step = kinematics.inverse(positions[..., k, :], self.link_lengths, ref, limits)
+            out[..., k, :] = step
+            ref[..., 0] = step[..., 0]
+        return out
