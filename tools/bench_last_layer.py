@@ -13,34 +13,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
+from abtime import interleaved, p99
 
 from engines.base import random_inputs
 from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
 
 
-def interleaved(skipped: Callable[[], object], full: Callable[[], object], rounds: int) -> tuple[list, list]:
-    """Per-call milliseconds of each, alternating which goes first, after 3 warm-up calls each."""
-    for _ in range(3):
-        skipped(), full()
-    times: dict[str, list[float]] = {"skipped": [], "full": []}
-    for i in range(rounds):
-        order = (("skipped", skipped), ("full", full)) if i % 2 else (("full", full), ("skipped", skipped))
-        for name, fn in order:
-            start = time.perf_counter()
-            fn()
-            times[name].append((time.perf_counter() - start) * 1e3)
-    return times["skipped"], times["full"]
-
-
 def row(name: str, skipped: list[float], full: list[float]) -> str:
-    def p99(values: list[float]) -> float:
-        return sorted(values)[int(0.99 * (len(values) - 1))]
-
     ratio = statistics.median(skipped) / statistics.median(full)
     return (
         f"| {name} | {statistics.median(full):.2f} / {p99(full):.2f} "
@@ -48,18 +31,19 @@ def row(name: str, skipped: list[float], full: list[float]) -> str:
     )
 
 
-def train_step(preset: str, batch: int, prefix_layer: int | None) -> Callable[[], None]:
-    """One forward_joint + backward of a random model, batch `batch`."""
+def train_step(preset: str, batch: int, prefix_layer: int | None, compile: bool = False) -> Callable[[], None]:
+    """One forward_joint + backward of a random model, batch `batch` (`compile`: forward_joint torch.compiled)."""
     cfg = load_preset(preset).with_overrides(max_token_len=16)
     model = build_random(cfg, seed=0).train()
     inputs = random_inputs(cfg, batch=batch)
     gen = torch.Generator().manual_seed(0)
     x_t = torch.randn(batch, cfg.action_horizon, cfg.action_dim, generator=gen)
     tau = torch.rand(batch, cfg.action_horizon, generator=gen)
+    forward = torch.compile(model.forward_joint) if compile else model.forward_joint
 
     def run() -> None:
         model.zero_grad(set_to_none=True)
-        out = model.forward_joint(inputs, x_t, tau, prefix_layer=prefix_layer)
+        out = forward(inputs, x_t, tau, prefix_layer=prefix_layer)
         v = out[0] if isinstance(out, tuple) else out
         v.square().mean().backward()
 

@@ -29,6 +29,8 @@ def test_bad_settings_are_clean_errors(tmp_path, capsys):
     assert "steps must be an int >= 1" in capsys.readouterr().err
     assert main(["train", "--out", str(tmp_path / "p"), "--d-max", "60", "--policy", MICRO]) == 2
     assert "d_max must be an int in [0, horizon=50)" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "p"), "--ema", "1"]) == 2
+    assert "ema_decay must be in [0, 1), got 1.0" in capsys.readouterr().err
 
 
 def test_head_and_probe_flags_reach_the_config(tmp_path):
@@ -44,3 +46,6 @@ def test_head_and_probe_flags_reach_the_config(tmp_path):
     assert config.label_tail and not config_from_args(parse_args(["train", "--out", "p", "--no-tail"])).label_tail
     assert config.init_from is None
     assert config_from_args(parse_args(["train", "--out", "p", "--init-from", "base"])).init_from == "base"
+    assert not (config.task_space or config.compile or config.ema_decay)
+    chosen = config_from_args(parse_args(["train", "--out", "p", "--task-space", "--compile", "--ema", "0.99"]))
+    assert chosen.task_space and chosen.compile and chosen.ema_decay == 0.99

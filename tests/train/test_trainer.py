@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -104,6 +105,36 @@ def test_same_seed_same_run_and_checkpoints(tmp_path, episodes):
     b = trainer.train(_config(tmp_path / "b", steps=4), episodes=episodes)
     c = trainer.train(_config(tmp_path / "c", steps=4, seed=1), episodes=episodes)
     assert a.loss_curve == b.loss_curve and a.loss_curve != c.loss_curve
+
+
+def test_ema_saves_the_moving_average_of_the_weights(tmp_path, episodes, monkeypatch):
+    saved: dict[str, list[dict[str, torch.Tensor]]] = {}
+
+    def capturing_saver(config, *args, **kwargs):  # trainer._saver's signature; keeps what each save gets
+        def save(step, curves, trained, extra=None):
+            saved.setdefault(config.out, []).append({k: v.detach().clone() for k, v in trained.state_dict().items()})
+            return Path(config.out)
+
+        return save
+
+    monkeypatch.setattr(trainer, "_saver", capturing_saver)
+    raw = _config(tmp_path / "raw", steps=3, checkpoint_every=1)
+    averaged = _config(tmp_path / "ema", steps=3, checkpoint_every=1, ema_decay=0.25)
+    assert trainer.train(raw, episodes=episodes).loss_curve == trainer.train(averaged, episodes=episodes).loss_curve
+    w1, w2, w3 = saved[raw.out]  # the weights after each of the 3 steps
+    got = saved[averaged.out][-1]
+    for name in w3:  # the first update copies, each later one keeps 0.25 of the average
+        expected = 0.25 * (0.25 * w1[name] + 0.75 * w2[name]) + 0.75 * w3[name]
+        torch.testing.assert_close(got[name], expected)
+    assert any(not torch.equal(got[name], w3[name]) for name in w3)
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="torch.compile (inductor) needs a C++ compiler")
+def test_a_compiled_run_matches_the_eager_run(tmp_path, episodes):
+    eager = trainer.train(_config(tmp_path / "eager", steps=3), episodes=episodes)
+    compiled = trainer.train(_config(tmp_path / "compiled", steps=3, compile=True), episodes=episodes)
+    np.testing.assert_allclose(compiled.loss_curve, eager.loss_curve, rtol=1e-4)
+    assert load_policy(tmp_path / "compiled" / "p").metadata["config"]["compile"]
 
 
 def test_interrupt_keeps_the_previous_policy_whole(tmp_path, episodes, monkeypatch):

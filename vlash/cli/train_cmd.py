@@ -37,10 +37,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=TrainConfig.steps, help="optimizer steps")
     p.add_argument("--batch", type=int, default=32, help="samples per step")
     p.add_argument("--lr", type=float, default=TrainConfig.lr, help="AdamW peak learning rate")
+    p.add_argument(
+        "--ema", type=float, default=TrainConfig.ema_decay, help="save an EMA of the weights with this decay (0: off)"
+    )
     p.add_argument("--warmup", type=int, default=TrainConfig.warmup_steps, help="linear warm-up steps")
     p.add_argument("--d-max", type=int, default=8, help="largest future-state offset / committed prefix")
     p.add_argument("--no-augment", action="store_true", help="baseline: no future state, no prefix, constant times")
     p.add_argument("--absolute", action="store_true", help="predict absolute actions (default: relative to the state)")
+    p.add_argument(
+        "--task-space",
+        action="store_true",
+        help="plan end-effector positions; inverse kinematics turns the chunk into joints (default: joint angles)",
+    )
     p.add_argument(
         "--no-tail",
         action="store_true",
@@ -57,6 +65,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-size", type=int, default=96, help="simulator render size in pixels")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the training forward (~1.6x faster steps after a 1-2 min compile; needs a C++ compiler)",
+    )
     p.add_argument("--log-every", type=int, default=25, help="steps per progress update")
     p.add_argument("--checkpoint-every", type=int, default=0, help="also write the policy every N steps (0: off)")
     for field, kind, text in AUX_FLAGS:
@@ -75,16 +88,19 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         batch_size=args.batch,
         lr=args.lr,
         warmup_steps=args.warmup,
+        ema_decay=args.ema,
         seed=args.seed,
         d_max=args.d_max,
         augment=not args.no_augment,
         relative_actions=not args.absolute,
+        task_space=args.task_space,
         label_tail=not args.no_tail,
         scratch_init=args.scratch_init,
         init_from=args.init_from,
         image_size=args.image_size,
         only_successful=not args.keep_failed,
         num_threads=args.threads,
+        compile=args.compile,
         out=args.out,
         dataset=args.dataset,
         log_every=args.log_every,

@@ -8,6 +8,7 @@ chunk labels for the frames near the end). Save / load: `vlash.train.dataset`.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from vlash.policies.task_space import PlanarArmTaskSpace
 from vlash.train.errors import DatasetError, TrainError
 from vlash.train.progress import progress_bar
 
@@ -162,3 +164,12 @@ def record_episodes(
     if callable(close):
         close()
     return [e for e in episodes if e.success] if only_successful else episodes
+
+
+def in_task_space(episode: Episode, space: PlanarArmTaskSpace) -> Episode:
+    """The episode as a task-space policy learns it: states, actions and tail as end-effector positions (images
+    and seed unchanged; a replay in the simulator needs the joint-space original)."""
+    tail = None if episode.tail is None else space.positions(episode.tail)
+    return dataclasses.replace(
+        episode, states=space.positions(episode.states), actions=space.positions(episode.actions), tail=tail
+    )

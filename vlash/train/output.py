@@ -19,6 +19,7 @@ from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.policy_dir import save_policy
+from vlash.policies.task_space import PlanarArmTaskSpace
 
 TRAIN_LOG = "train_log.json"
 
@@ -60,6 +61,7 @@ def write_policy(
     metadata: dict[str, Any],
     train_log: dict[str, Any],
     relative_mask: tuple[bool, ...] | None = None,
+    task_space: PlanarArmTaskSpace | None = None,
 ) -> Path:
     """Write (or atomically replace) the policy directory `out`; returns it."""
     target = Path(out)
@@ -73,5 +75,6 @@ def write_policy(
         plain(metadata),
         extra_files={TRAIN_LOG: json.dumps(plain(train_log))},
         relative_mask=relative_mask,
+        task_space=task_space,
     )
     return target

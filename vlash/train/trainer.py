@@ -25,11 +25,12 @@ from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.model import Pi05Model
+from vlash.policies.task_space import PlanarArmTaskSpace
 from vlash.train.base import base_tokenizer, load_base_model
 from vlash.train.config import AUX_WEIGHTS, TrainConfig, TrainResult
 from vlash.train.data import TrainBatch, TrainingData
 from vlash.train.dataset import load_episodes, save_episodes
-from vlash.train.episodes import Episode, record_episodes, success_rate
+from vlash.train.episodes import Episode, in_task_space, record_episodes, success_rate
 from vlash.train.errors import ConfigError, TrainError
 from vlash.train.flow import draw_times, flow_loss, noisy_actions, token_times
 from vlash.train.init import init_from_scratch, init_state_bin_embeddings, tokenizer_vocab
@@ -87,6 +88,13 @@ def gather_episodes(
     if not kept:
         raise TrainError(f"no usable episodes ({len(found)} recorded, expert success rate {rate:.0%})")
     return kept, rate
+
+
+def simulator_task_space() -> PlanarArmTaskSpace:
+    """The task space of the simulator's arm (robot_io.sim's default ArmConfig, the arm episodes are recorded with)."""
+    from robot_io.sim.config import ArmConfig
+
+    return PlanarArmTaskSpace.from_arm(ArmConfig())
 
 
 def lr_factor(step: int, config: TrainConfig) -> float:
@@ -209,19 +217,22 @@ def flow_step(
     real_dims: int,
     pad_weight: float,
     aux: Auxiliaries | None = None,
+    forward: Callable[..., Any] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """(loss, real-dims flow loss, auxiliary losses by name) of one batch: draw times and noise, noise the
-    targets, predict velocities; the optimized loss adds the weighted auxiliary losses."""
+    targets, predict velocities; the optimized loss adds the weighted auxiliary losses. `forward`: the model's
+    forward_joint or a compiled version of it (None: model.forward_joint)."""
     cfg = model.config
+    forward = model.forward_joint if forward is None else forward
     actions = batch.actions
     t = draw_times(actions.shape[0], generator)
     tau = token_times(t, batch.prefix_len, batch.use_has, cfg.action_horizon, alpha=HAS_ALPHA, u0=has_u0(model))
     noise = torch.randn(actions.shape, generator=generator)
     x_t, u = noisy_actions(actions, noise, tau)
     if aux is None:
-        v = model.forward_joint(batch.inputs, x_t, tau)
+        v = forward(batch.inputs, x_t, tau)
         return *flow_loss(v, u, batch.loss_mask, tau, real_dims, pad_weight), {}
-    out = model.forward_joint(batch.inputs, x_t, tau, prefix_layer=aux.prefix_layer)
+    out = forward(batch.inputs, x_t, tau, prefix_layer=aux.prefix_layer)
     v, prefix_out = out if aux.prefix_layer is not None else (out, None)
     loss, real = flow_loss(v, u, batch.loss_mask, tau, real_dims, pad_weight)
     losses = aux.losses(batch, prefix_out)
@@ -243,11 +254,17 @@ def grounding_step(
 
 
 def run_steps(
-    model: Pi05Model, data: TrainingData, config: TrainConfig, checkpoint: Callable[[int, dict], None]
-) -> tuple[dict[str, list[float]], float]:
+    model: Pi05Model, data: TrainingData, config: TrainConfig, checkpoint: Callable[[int, dict, Pi05Model], None]
+) -> tuple[dict[str, list[float]], float, Pi05Model]:
     """The optimization loop; returns ({"loss": [...], "real_loss": [...], "lr": [...], "vision_probe": [...]},
-    seconds). "vision_probe" holds {"step", "loss", "loss_shuffled", "image_gain"} rows (train.vision_use).
-    The first config.grounding_steps steps train the auxiliary heads only (real_loss is nan there)."""
+    seconds, the weights to save: `model`, or its moving average with config.ema_decay). "vision_probe" holds
+    {"step", "loss", "loss_shuffled", "image_gain"} rows (train.vision_use), measured on `model`. The first
+    config.grounding_steps steps train the auxiliary heads only (real_loss is nan there)."""
+    ema = None
+    if config.ema_decay:  # before the auxiliary taps hook into `model`, so the copy carries none
+        multi_avg_fn = torch.optim.swa_utils.get_ema_multi_avg_fn(config.ema_decay)
+        ema = torch.optim.swa_utils.AveragedModel(model, multi_avg_fn=multi_avg_fn, use_buffers=True)
+    weights = model if ema is None else ema.module
     aux = None
     if config.uses_auxiliaries:
         aux = Auxiliaries(model, config.aux_weights, config.target_aux_layer, config.expert_target_aux_layer)
@@ -258,6 +275,7 @@ def run_steps(
         probe = VisionProbe.draw(data, VISION_PROBE_SIZE, config.seed, HAS_ALPHA, has_u0(model))
     rng = np.random.default_rng(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
+    forward = torch.compile(model.forward_joint) if config.compile else model.forward_joint
     curves: dict[str, list] = {"loss": [], "real_loss": [], "lr": [], "vision_probe": []}
     curves |= {f"{name}_aux_loss": [] for name in (aux.heads if aux is not None else [])}
     gain = ""
@@ -271,7 +289,7 @@ def run_steps(
                     loss, real, aux_losses = grounding_step(model, batch, aux)
                 else:
                     loss, real, aux_losses = flow_step(
-                        model, batch, generator, data.state_dims, config.pad_loss_weight, aux
+                        model, batch, generator, data.state_dims, config.pad_loss_weight, aux, forward
                     )
                 if not torch.isfinite(loss):
                     raise TrainError(f"loss is {loss.item()} at step {step}; lower the learning rate (now {config.lr})")
@@ -281,6 +299,8 @@ def run_steps(
                 curves["lr"].append(schedule.get_last_lr()[0])
                 opt.step()
                 schedule.step()
+                if ema is not None:
+                    ema.update_parameters(model)
                 curves["loss"].append(loss.item())
                 curves["real_loss"].append(real.item())
                 for name, value in aux_losses.items():
@@ -296,11 +316,11 @@ def run_steps(
                     reported = done
                     log.info("step %d: %s", done, info)
                 if config.checkpoint_every and done % config.checkpoint_every == 0 and done < config.steps:
-                    checkpoint(done, curves)
+                    checkpoint(done, curves, weights)
     finally:
         if aux is not None:
             aux.close()
-    return curves, time.perf_counter() - start
+    return curves, time.perf_counter() - start, weights
 
 
 def _metadata(config: TrainConfig, command: str | None, data: TrainingData, rate: float) -> dict[str, Any]:
@@ -337,23 +357,28 @@ def _tail_mean(values: list[float], count: int) -> float:
 
 def _saver(
     config: TrainConfig,
-    model: Pi05Model,
     policy: Pi05Config,
     normalizer: Normalizer,
     tokenizer_file: Path,
     dims: int,
     meta: dict[str, Any],
+    task_space: PlanarArmTaskSpace | None = None,
 ) -> Callable[..., Path]:
-    """save(step, curves, extra=None): write the policy directory (preset shapes) and its train log."""
+    """save(step, curves, trained, extra=None): write the policy directory (preset shapes) with `trained`'s
+    weights, and its train log."""
 
-    def save(step: int, curves: dict[str, list[float]], extra: dict[str, Any] | None = None) -> Path:
+    def save(
+        step: int, curves: dict[str, list[float]], trained: Pi05Model, extra: dict[str, Any] | None = None
+    ) -> Path:
         final = {"step": step, "complete": step == config.steps, **(extra or {})}
         final["loss"] = _tail_mean(curves["loss"], config.log_every)
         metadata = {**meta, **final, **config.extra}
-        weights = with_config(model, policy)
+        weights = with_config(trained, policy)
         relative = (True,) * dims if config.relative_actions else None
         train_log = {**curves, "step": step}
-        return write_policy(config.out, weights, normalizer, tokenizer_file, dims, metadata, train_log, relative)
+        return write_policy(
+            config.out, weights, normalizer, tokenizer_file, dims, metadata, train_log, relative, task_space
+        )
 
     return save
 
@@ -366,7 +391,9 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
     spec = config.sample_spec(policy.action_horizon)  # bad settings fail before any recording
     base = load_base_model(config.init_from, policy) if config.init_from is not None else None
     kept, rate = gather_episodes(config, episodes, policy.action_horizon)
-    normalizer = dataset_normalizer(kept, policy.action_horizon if config.relative_actions else 0)
+    space = simulator_task_space() if config.task_space else None
+    learned = kept if space is None else [in_task_space(e, space) for e in kept]
+    normalizer = dataset_normalizer(learned, policy.action_horizon if config.relative_actions else 0)
     instructions = {e.instruction for e in kept}
     with tempfile.TemporaryDirectory(prefix="vlash-train-") as tmp:
         if config.init_from is not None:
@@ -374,11 +401,18 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
         else:
             tokenizer_file = train_tokenizer(instructions, tmp, max_vocab=policy.vocab_size)
         data = TrainingData(
-            kept, policy, tokenizer_file, normalizer, spec, config.trim_prompt, config.progress, config.relative_actions
+            learned,
+            policy,
+            tokenizer_file,
+            normalizer,
+            spec,
+            config.trim_prompt,
+            config.progress,
+            config.relative_actions,
         )
         if config.uses_auxiliaries:
             side = policy.vision.image_size // policy.vision.patch_size
-            data.labels = dataset_labels(data.table.episodes, side, config.progress)
+            data.labels = dataset_labels(kept, side, config.progress)  # replayed: the joint-space episodes
         if base is not None:
             model = with_config(base, data.model_config)  # every weight from the base (same tensors, trimmed prompt)
         else:
@@ -389,8 +423,8 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
             elif vocab is not None:
                 init_state_bin_embeddings(model, vocab)
         meta = _metadata(config, command, data, rate)
-        save = _saver(config, model, policy, normalizer, tokenizer_file, data.state_dims, meta)
-        curves, train_s = run_steps(model, data, config, save)
+        save = _saver(config, policy, normalizer, tokenizer_file, data.state_dims, meta, space)
+        curves, train_s, trained = run_steps(model, data, config, save)
         timing = {
             "wall_time_s": time.perf_counter() - start,
             "train_time_s": train_s,
@@ -402,7 +436,7 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
                 timing[key] = _tail_mean(values, config.log_every)
         if curves["vision_probe"]:
             timing["image_gain"] = curves["vision_probe"][-1]["image_gain"]
-        out = save(config.steps, curves, timing)
+        out = save(config.steps, curves, trained, timing)
     return TrainResult(
         out=out,
         final_loss=_tail_mean(curves["loss"], config.log_every),
