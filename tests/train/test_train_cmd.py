@@ -49,3 +49,5 @@ def test_head_and_probe_flags_reach_the_config(tmp_path):
     assert not (config.task_space or config.compile or config.ema_decay)
     chosen = config_from_args(parse_args(["train", "--out", "p", "--task-space", "--compile", "--ema", "0.99"]))
     assert chosen.task_space and chosen.compile and chosen.ema_decay == 0.99
+    mixed = config_from_args(parse_args(["train", "--out", "p", "--mix-prob", "0.25"]))
+    assert config.mix_prob == 0.5 and mixed.mix_prob == 0.25

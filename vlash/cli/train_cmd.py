@@ -43,6 +43,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=int, default=TrainConfig.warmup_steps, help="linear warm-up steps")
     p.add_argument("--d-max", type=int, default=8, help="largest future-state offset / committed prefix")
     p.add_argument("--no-augment", action="store_true", help="baseline: no future state, no prefix, constant times")
+    p.add_argument(
+        "--mix-prob",
+        type=float,
+        default=TrainConfig.mix_prob,
+        help="share of hand-off samples (committed prefix, horizon-aware times) when augmenting",
+    )
     p.add_argument("--absolute", action="store_true", help="predict absolute actions (default: relative to the state)")
     p.add_argument(
         "--task-space",
@@ -92,6 +98,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         seed=args.seed,
         d_max=args.d_max,
         augment=not args.no_augment,
+        mix_prob=args.mix_prob,
         relative_actions=not args.absolute,
         task_space=args.task_space,
         label_tail=not args.no_tail,
