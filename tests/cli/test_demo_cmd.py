@@ -11,7 +11,8 @@ from vlash.cli.main import main
 def test_demo_compares_modes_side_by_side_and_writes_the_plot(tmp_path, capsys):
     policy = write_policy(tmp_path)
     png = tmp_path / "out" / "demo.png"
-    argv = ["demo", "--checkpoint", str(policy), "--duration", "1", "--modes", "sync,faster", "--steps", "4",
+    # 2 s per mode: with 1 s, sync ran a single chunk once in a clean-clone run on a slow VM
+    argv = ["demo", "--checkpoint", str(policy), "--duration", "2", "--modes", "sync,faster", "--steps", "4",
             "--inject-latency", "30", "--threads", "1", "--plot", str(png)]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
