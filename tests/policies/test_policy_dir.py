@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.policies.builders import train_wordlevel_tokenizer, write_lerobot_processor_files
+from tests.policies.builders import write_lerobot_processor_files
 from vlash.errors import CheckpointError, ShapeError
 from vlash.policies.checkpoint import build_random, save_weights
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
@@ -47,16 +47,6 @@ def _act(model, processor, observation) -> np.ndarray:
         cache = model.prefill(inputs)
         result = FlowSampler(SamplerConfig(num_steps=4)).sample(lambda x, t: model.denoise_step(x, t, cache), noise)
     return processor.postprocess(result.actions)
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory):
-    return train_wordlevel_tokenizer(tmp_path_factory.mktemp("tok"))
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return build_random(load_preset("pi05-tiny"), seed=5)
 
 
 def test_vlash_policy_dir_round_trip(tmp_path, tiny, tokenizer_dir):

@@ -10,11 +10,8 @@ import torch
 
 from robot_io.sim import kinematics
 from robot_io.sim.config import ArmConfig
-from tests.policies.builders import train_wordlevel_tokenizer
 from vlash.errors import ShapeError
-from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
-from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.processor import Observation, Pi05Processor
 from vlash.policies.policy_dir import load_policy, save_policy
 from vlash.policies.task_space import PlanarArmTaskSpace
@@ -63,16 +60,6 @@ def test_unreachable_positions_are_projected_and_bad_shapes_are_refused():
     assert PlanarArmTaskSpace.from_dict(SPACE.to_dict()) == SPACE
     with pytest.raises(ShapeError, match="unknown task space kind 'scara'"):
         PlanarArmTaskSpace.from_dict({**SPACE.to_dict(), "kind": "scara"})
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory):
-    return train_wordlevel_tokenizer(tmp_path_factory.mktemp("tok"))
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return build_random(load_preset("pi05-tiny"), seed=5)
 
 
 def _normalizer() -> Normalizer:
