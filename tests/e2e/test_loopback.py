@@ -57,11 +57,12 @@ def test_every_mode_completes_an_episode_over_loopback(server, mode):
 
 
 def test_native_camera_frames_are_resized_by_the_server_as_in_training(server, runtime):
-    """The robot sends the simulator's 96x96 frame; the server's processor does the one resize (resize_with_pad,
+    """The robot sends its camera's native frame; the server's processor does the one resize (resize_with_pad,
     antialiased): the chunk equals the runtime's on the frame resized that way beforehand."""
     meta = server.metadata
     size = runtime.config.vision.image_size
-    frame = np.random.default_rng(0).integers(0, 256, (96, 96, 3), dtype=np.uint8)
+    side = 96 if size != 96 else 128  # the simulator's frame, or a 128-px camera for a policy that runs at 96 px
+    frame = np.random.default_rng(0).integers(0, 256, (side, side, 3), dtype=np.uint8)
     state = np.full(meta.state_dim, 0.25, np.float32)
     infer = Infer(1, 0, time.time_ns(), "go to the goal", {meta.cameras[0].name: frame}, state, seed=7)
     with PolicyClient(server.endpoint, timeout_s=10.0) as client:
