@@ -9,7 +9,13 @@ from tests.eval.fake_env import RampEnv, RecordingPolicy
 from vlash.errors import ConfigError
 from vlash.eval.episode import EpisodeRunner
 from vlash.eval.metrics import boundary_jump, episode_metrics, wilson_interval
-from vlash.eval.modes import ExecutionConfig, ensemble_weights, faster_switch_delay, final_index_steps
+from vlash.eval.modes import (
+    ExecutionConfig,
+    ensemble_weights,
+    faster_busy_steps,
+    faster_switch_delay,
+    final_index_steps,
+)
 from vlash.eval.policies import OraclePolicy
 
 
@@ -76,6 +82,24 @@ def test_faster_switches_after_one_denoise_steps_share_of_the_delay():
     assert steps[2] == 0 and steps[-1] == 9 and (steps[:2] == -1).all() and (np.diff(steps[2:]) >= 0).all()
     trace, requests = _run("faster", delay=4)
     assert [k for k, _ in requests][1:3] == [13, 23]  # request 1 step before the switch, not 4
+
+
+def test_faster_stops_sampling_early_so_it_can_replan_faster_than_d():
+    # d = 4, s = 2: the 2 new actions [1, 3) are final after 2 of 10 denoise steps: 4 * (0.15 + 0.85 * 0.2)
+    # = 1.28 control steps, so the engine is free after 2 steps and a request every 2 steps fits
+    cfg = ExecutionConfig("faster", 4, execution_horizon=2)
+    assert (cfg.switch_delay, cfg.busy_steps) == (1, 2)
+    steps = final_index_steps(10, 50, prefix_len=1)
+    assert steps[2] == 1 and 4 * (0.15 + 0.85 * (steps[2] + 1) / 10) == pytest.approx(1.28)
+    assert faster_busy_steps(ExecutionConfig("faster", 4, execution_horizon=1)) == 1  # one denoise step
+    assert faster_busy_steps(ExecutionConfig("faster", 4, execution_horizon=46)) == 4  # the whole chunk: d
+    trace, requests = _run("faster", delay=4, s=2)
+    assert [k for k, _ in requests][:4] == [0, 5, 7, 9]  # the first chunk (sync) at 4, then every 2
+    assert trace.switch_steps[:4] == [4, 6, 8, 10]
+    assert trace.hold_steps == 4  # only the very first wait
+    # more new actions need more denoise steps; past the engine's time per request the config is refused
+    with pytest.raises(ConfigError, match="busy 3 steps per request"):
+        ExecutionConfig("faster", 8, execution_horizon=2)
 
 
 def test_quantization_skips_actions_and_scales_the_prefix():

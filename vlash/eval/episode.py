@@ -75,15 +75,15 @@ class EpisodeRunner:
     # ------------------------------------------------------------------ scheduling
     def _request_due(self, k: int) -> bool:
         cfg, cur = self.cfg, self._current
-        if self._pending and cfg.mode != "ensemble":
-            return False
         if cfg.mode == "ensemble":
             return k % cfg.ensemble_every == 0
+        if self._pending:
+            return False
         if cur is None:
             return k == 0  # the first chunk; later ones are launched relative to the running chunk
         if cfg.mode == "sync":
             return k >= cur.start_step + cfg.execution_horizon
-        return k == cur.start_step + cfg.execution_horizon - cfg.switch_delay
+        return k >= cur.start_step + cfg.execution_horizon - cfg.switch_delay
 
     def _maybe_request(self, k: int) -> None:
         if not self._request_due(k):

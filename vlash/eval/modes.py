@@ -12,10 +12,16 @@ chunk index runs first:
     rtc       async like naive, the new chunk inpainted toward the previous chunk's leftover
     prefix    async like naive, the d actions executed during the delay sent as a committed prefix
     faster    prefix + horizon-aware sampling, actions streamed: the switch waits only until the first
-              new actions are final (one denoise step's share of the delay), so requests start later
+              new actions are final (one denoise step's share of the delay), so requests start later;
+              the sampler stops once the actions run before the next switch are final, so the engine
+              is free sooner and s may be shorter than d
     ensemble  a request every `ensemble_every` steps, ACT temporal ensembling of all live chunks
 
 Action quantization q executes every q-th chunk action (index advances q per control step).
+One inference engine serves the robot: a request occupies it for `busy_steps` control steps (d, or
+faster's early-stopped share of d). ExecutionConfig rejects s < busy_steps, so with a request every s
+steps the engine is always free when the next one is made (ensemble excepted: it models overlapping
+requests).
 """
 
 from __future__ import annotations
@@ -49,13 +55,20 @@ class ExecutionConfig:
                 f"need delay >= 0, execution_horizon >= 1, quantization >= 1; got d={self.delay}, "
                 f"s={self.execution_horizon}, q={self.quantization}"
             )
-        if self.mode not in ("sync", "ensemble") and self.delay > self.execution_horizon:
+        if not 0.0 <= self.prefill_fraction < 1.0:
+            raise ConfigError(f"prefill_fraction must be in [0, 1), got {self.prefill_fraction}")
+        if self.num_steps < 1:
+            raise ConfigError(f"num_steps must be >= 1, got {self.num_steps}")
+        if self.mode == "faster" and self.busy_steps > self.execution_horizon:
+            raise ConfigError(
+                f"faster: the engine is busy {self.busy_steps} steps per request (delay {self.delay}, early stop "
+                f"after the first {self.execution_horizon} new actions) > execution horizon {self.execution_horizon}"
+            )
+        if self.mode not in ("sync", "ensemble", "faster") and self.delay > self.execution_horizon:
             raise ConfigError(
                 f"{self.mode}: delay {self.delay} > execution horizon {self.execution_horizon} "
                 "(the next chunk would arrive after the current one ran out)"
             )
-        if not 0.0 <= self.prefill_fraction < 1.0:
-            raise ConfigError(f"prefill_fraction must be in [0, 1), got {self.prefill_fraction}")
         if self.ensemble_every < 1:
             raise ConfigError(f"ensemble_every must be >= 1, got {self.ensemble_every}")
 
@@ -68,6 +81,11 @@ class ExecutionConfig:
     def switch_delay(self) -> int:
         """Steps from request to switch: d, or for faster the (shorter) wait for the first final actions."""
         return faster_switch_delay(self) if self.mode == "faster" else self.delay
+
+    @property
+    def busy_steps(self) -> int:
+        """Control steps one request occupies the engine: d, or for faster the early-stopped share of d."""
+        return faster_busy_steps(self) if self.mode == "faster" else self.delay
 
 
 @dataclass
@@ -102,16 +120,32 @@ def final_index_steps(num_steps: int, horizon: int, prefix_len: int) -> np.ndarr
 def faster_switch_delay(cfg: ExecutionConfig, horizon: int = 50) -> int:
     """Smallest committed prefix c (control steps) such that every index the robot runs after the switch
     is final before the robot reaches it, with action i final at d * (p + (1 - p) * (k_i + 1) / N)."""
-    d, q, p, n = cfg.delay, cfg.quantization, cfg.prefill_fraction, cfg.num_steps
+    d, q = cfg.delay, cfg.quantization
     if d == 0:
         return 0
     for c in range(1, d + 1):
-        steps = final_index_steps(n, horizon, c * q)
+        steps = final_index_steps(cfg.num_steps, horizon, c * q)
         idx = np.arange(c * q, min((c + cfg.execution_horizon) * q, horizon))
-        ready = d * (p + (1 - p) * (steps[idx] + 1) / n)
-        if np.all(ready <= idx / q + 1e-9):
+        if np.all(_final_time(cfg, steps[idx]) <= idx / q + 1e-9):
             return c
     return d
+
+
+def _final_time(cfg: ExecutionConfig, final_steps: np.ndarray) -> np.ndarray:
+    """Control steps from the request until indices with these sampler steps are final (prefill first)."""
+    p, n = cfg.prefill_fraction, cfg.num_steps
+    return cfg.delay * (p + (1 - p) * (final_steps + 1) / n)
+
+
+def faster_busy_steps(cfg: ExecutionConfig, horizon: int = 50) -> int:
+    """Control steps the engine works on one faster request: sampling stops early once every index the
+    robot runs before the next switch, [c q, (c + s) q), is final (ALGORITHMS.md §3); at most d."""
+    c, q = faster_switch_delay(cfg, horizon), cfg.quantization
+    if cfg.delay == 0:
+        return 0
+    steps = final_index_steps(cfg.num_steps, horizon, c * q)
+    last = steps[c * q : min((c + cfg.execution_horizon) * q, horizon)].max()
+    return min(cfg.delay, int(np.ceil(_final_time(cfg, last) - 1e-9)))
 
 
 def ensemble_weights(count: int, decay: float) -> np.ndarray:
@@ -120,4 +154,12 @@ def ensemble_weights(count: int, decay: float) -> np.ndarray:
     return w / w.sum()
 
 
-__all__ = ["MODES", "ExecutionConfig", "RunningChunk", "ensemble_weights", "faster_switch_delay", "final_index_steps"]
+__all__ = [
+    "MODES",
+    "ExecutionConfig",
+    "RunningChunk",
+    "ensemble_weights",
+    "faster_busy_steps",
+    "faster_switch_delay",
+    "final_index_steps",
+]
