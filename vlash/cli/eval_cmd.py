@@ -30,7 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--modes", default="sync,naive,vlash,faster", help=f"comma-separated, from {','.join(MODES)}")
     p.add_argument("--delays", type=_ints, default=(0, 2, 4), help="inference delays in control steps, e.g. 0,2,4")
     p.add_argument("--episodes", type=int, default=50, help="episodes per (mode, delay)")
-    p.add_argument("--execution-horizon", type=int, default=10, help="s: actions run per chunk (faster may go below d: its sampler stops early)")
+    p.add_argument(
+        "--execution-horizon",
+        type=int,
+        default=10,
+        help="s: actions run per chunk (faster may go below d: its sampler stops early)",
+    )
     p.add_argument("--quantization", type=int, default=1, help="q: execute every q-th action")
     p.add_argument("--prefill-fraction", type=float, default=0.15, help="faster: prefill share of the delay")
     p.add_argument("--seed", type=int, default=0)

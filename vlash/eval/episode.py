@@ -29,6 +29,8 @@ class EpisodeTrace:
     states: list[np.ndarray] = field(default_factory=list)  # observed [J] per control step (before acting)
     infos: list[dict] = field(default_factory=list)  # env info after each step
     switch_steps: list[int] = field(default_factory=list)  # steps at which a new chunk took over
+    # per control step: the observation step of the newest plan behind the command (-1: none yet)
+    plan_steps: list[int] = field(default_factory=list)
     hold_steps: int = 0  # steps spent holding (waiting for a chunk)
     requests: int = 0
     success: bool = False
@@ -60,7 +62,8 @@ class EpisodeRunner:
             self._deliver(k)  # first: a chunk switching in now can schedule its successor at once (s = d)
             self._maybe_request(k)
             self._deliver(k)  # a zero-delay request is answered within the step
-            cmd = self._command(k)
+            cmd, plan_step = self._command(k)
+            trace.plan_steps.append(plan_step)
             trace.states.append(np.asarray(self._obs["state"], np.float32).copy())
             trace.commands.append(cmd)
             self._obs, _, terminated, truncated, info = env.step(cmd)
@@ -112,7 +115,7 @@ class EpisodeRunner:
             request["schedule"] = "horizon-aware"
         result = self.policy.plan(PlanRequest(state=state, **request), self.env)
         self._trace.requests += 1
-        chunk = RunningChunk(result.actions, start_step=k + wait, first_index=first_index, stride=q)
+        chunk = RunningChunk(result.actions, start_step=k + wait, first_index=first_index, stride=q, request_step=k)
         self._pending.append(_Pending(arrival=k + wait, chunk=chunk))
 
     def _request_seed(self) -> int:
@@ -128,20 +131,23 @@ class EpisodeRunner:
             self._current = p.chunk
             self._live.append(p.chunk)
 
-    def _command(self, k: int) -> np.ndarray:
+    def _command(self, k: int) -> tuple[np.ndarray, int]:
+        """The command for step k and the observation step of the newest plan behind it."""
         cfg, cur = self.cfg, self._current
+        plan_step = -1 if cur is None else cur.request_step
         if cfg.mode == "ensemble":
             live = [c for c in self._live if c.index_at(k) < self.horizon]
             self._live = live
             if not live:
                 self._trace.hold_steps += 1
-                return self._last_cmd
+                return self._last_cmd, plan_step
             weights = ensemble_weights(len(live), cfg.ensemble_decay)
-            return np.einsum("i,ij->j", weights, np.stack([c.action_at(k) for c in live])).astype(np.float32)
+            mixed = np.einsum("i,ij->j", weights, np.stack([c.action_at(k) for c in live])).astype(np.float32)
+            return mixed, max(c.request_step for c in live)
         if cur is None or k < cur.start_step:
             self._trace.hold_steps += 1
-            return self._last_cmd
+            return self._last_cmd, plan_step
         if cfg.mode == "sync" and k >= cur.start_step + cfg.execution_horizon:
             self._trace.hold_steps += 1
-            return self._last_cmd
-        return np.asarray(cur.action_at(k), np.float32)
+            return self._last_cmd, plan_step
+        return np.asarray(cur.action_at(k), np.float32), plan_step

@@ -10,10 +10,11 @@ import numpy as np
 
 from vlash.eval.episode import EpisodeTrace
 
-# A commanded end-effector step counts as "motion toward" a target when it moves at least this far
-# (workspace units per control step, ~0.15 units/s at 30 Hz) within ~37 degrees of the target direction.
-MIN_STEP = 0.005
-MIN_COS = 0.8
+# A commanded end-effector step counts as motion toward a target when it brings the end effector at least
+# this much closer along the target direction (workspace units per control step, ~0.15 units/s at 30 Hz).
+# Progress, not heading: joint-space plans sweep the end effector along an arc, and one that starts toward
+# the target at 45 degrees is moving toward it.
+MIN_PROGRESS = 0.005
 
 
 @dataclass
@@ -25,8 +26,9 @@ class EpisodeMetrics:
     success: bool
     steps: int
     completion_s: float | None  # time to success (tasks that end when solved); None when not solved
-    reaction_s: list[float] = field(default_factory=list)  # per event: appear -> first commanded motion toward
-    # where it was touched/intercepted (or where it appeared, if it never was)
+    # per event: appear -> first commanded motion toward where it was touched/intercepted (or where it
+    # appeared, if it never was), from a plan that saw it
+    reaction_s: list[float] = field(default_factory=list)
     touch_s: list[float] = field(default_factory=list)  # per event: appear -> touch / intercept
     missed_events: int = 0  # events with no motion toward them before the episode ended
     jerk: float = 0.0  # mean squared jerk of the commanded joint positions (rad^2 / s^6)
@@ -56,12 +58,19 @@ def boundary_jump(commands: np.ndarray, switch_steps: Sequence[int]) -> float:
     return max(jumps, default=0.0)
 
 
-def reaction_steps(ee: np.ndarray, start: int, target: np.ndarray) -> int | None:
-    """First step >= start whose commanded end-effector step moves toward `target`."""
+def reaction_steps(
+    ee: np.ndarray, start: int, target: np.ndarray, plan_steps: Sequence[int] | None = None
+) -> int | None:
+    """Steps from `start` (the first observation showing the event) to the first commanded end-effector step
+    that moves toward `target` and comes from a plan made at or after `start` (`plan_steps[k]`: the
+    observation step behind command k). Motion left over from an older plan that happens to head the
+    right way is not a reaction."""
     for k in range(max(start, 1), len(ee)):
-        step, to_target = ee[k] - ee[k - 1], target - ee[k - 1]
-        norm_step, norm_to = np.linalg.norm(step), np.linalg.norm(to_target)
-        if norm_step >= MIN_STEP and norm_to > 0 and step @ to_target / (norm_step * norm_to) >= MIN_COS:
+        if plan_steps is not None and plan_steps[k] < start:
+            continue
+        to_target = target - ee[k - 1]
+        distance = np.linalg.norm(to_target)
+        if distance > 0 and (ee[k] - ee[k - 1]) @ to_target / distance >= MIN_PROGRESS:
             return k - start
     return None
 
@@ -90,7 +99,7 @@ def episode_metrics(trace: EpisodeTrace, fk: Callable[[np.ndarray], np.ndarray])
             continue
         # "toward it": toward where the arm met it (a moving ball is met ahead of where it appeared)
         goal = met[ev["id"]]["xy"] if ev["id"] in met else ev["xy"]
-        react = reaction_steps(ee, ev["step"], np.asarray(goal, float))
+        react = reaction_steps(ee, ev["step"], np.asarray(goal, float), trace.plan_steps)
         if react is None:
             m.missed_events += 1
         else:

@@ -96,6 +96,7 @@ class RunningChunk:
     start_step: int
     first_index: int
     stride: int
+    request_step: int = -1  # the control step whose observation the chunk was planned from
 
     def index_at(self, step: int) -> int:
         return self.first_index + (step - self.start_step) * self.stride
