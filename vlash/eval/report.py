@@ -1,4 +1,5 @@
-"""Evaluation output: a table on the console, and plots (success vs delay; reaction latency per mode)."""
+"""Evaluation output: a table on the console, and plots (success vs delay; reaction latency or completion
+time per mode)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def print_table(summary: dict, console: Console) -> None:
 
 
 def plot_summary(summary: dict, path: str | Path) -> Path:
-    """Two panels: success rate (with 95% CI) vs delay per mode; mean reaction latency vs delay per mode."""
+    """Two panels per mode against delay: success rate (95% CI); mean reaction latency on tasks with timed
+    events, else mean completion time."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,6 +60,9 @@ def plot_summary(summary: dict, path: str | Path) -> Path:
     path = Path(path)
     s = summary["settings"]
     modes = list(dict.fromkeys(c["mode"] for c in summary["cells"]))
+    # right panel: reaction latency on tasks with timed events, else the time to complete the task
+    timed = any(c["reaction_mean_s"] is not None for c in summary["cells"])
+    key, scale = ("reaction_mean_s", 1000.0) if timed else ("completion_s", 1.0)
     fig, (ax_s, ax_r) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     for mode in modes:
         cells = [c for c in summary["cells"] if c["mode"] == mode]
@@ -68,13 +73,9 @@ def plot_summary(summary: dict, path: str | Path) -> Path:
             [max(0.0, 100 * c["ci95"][1] - r) for r, c in zip(rate, cells, strict=True)],
         ]
         ax_s.errorbar(delays, rate, yerr=err, marker="o", capsize=3, label=mode)
-        react = [
-            (d, 1000 * c["reaction_mean_s"])
-            for d, c in zip(delays, cells, strict=True)
-            if c["reaction_mean_s"] is not None
-        ]
-        if react:
-            xs, ys = zip(*react, strict=True)
+        points = [(d, scale * c[key]) for d, c in zip(delays, cells, strict=True) if c[key] is not None]
+        if points:
+            xs, ys = zip(*points, strict=True)
             ax_r.plot(xs, ys, marker="o", label=mode)
     ax_s.set(
         xlabel="inference delay d (control steps)",
@@ -82,13 +83,13 @@ def plot_summary(summary: dict, path: str | Path) -> Path:
         ylim=(-3, 103),
         title=f"{s['task']}: success vs delay ({s['episodes']} episodes/point, 95% CI)",
     )
-    ax_r.set(
-        xlabel="inference delay d (control steps)",
-        ylabel="reaction latency (ms)",
-        title=f"{s['task']}: event -> first motion toward it",
-    )
+    if timed:
+        ax_r.set(ylabel="reaction latency (ms)", title=f"{s['task']}: event -> first motion toward it")
+    else:
+        ax_r.set(ylabel="mean completion time (s)", title=f"{s['task']}: time to success (successful episodes)")
+    ax_r.set(xlabel="inference delay d (control steps)")
     if not ax_r.lines:
-        ax_r.text(0.5, 0.5, "no timed events in this task", ha="center", va="center", transform=ax_r.transAxes)
+        ax_r.text(0.5, 0.5, "no successful episodes", ha="center", va="center", transform=ax_r.transAxes)
     for ax in (ax_s, ax_r):
         ax.grid(alpha=0.3)
     ax_s.legend(fontsize=8)
