@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from vlash.atomic import atomic_write
 from vlash.errors import ConfigError
 from vlash.eval.metrics import aggregate
 from vlash.eval.modes import ExecutionConfig
@@ -107,11 +108,8 @@ def plot(result: dict, path: Path) -> None:
         ax.set_xticks(st["horizons"], [str(s) for s in st["horizons"]])
         ax.grid(alpha=0.3)
     ax_r.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=110))
     plt.close(fig)
-    tmp.replace(path)
 
 
 def main() -> int:
@@ -130,9 +128,7 @@ def main() -> int:
     result = sweep(args)
     print_cells(result, Console(width=120))
     if args.json:
-        tmp = args.json.with_name(f".{args.json.name}.tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        tmp.replace(args.json)
+        atomic_write(args.json, lambda f: f.write(json.dumps(result, indent=1).encode()))
     if args.plot:
         plot(result, args.plot)
     return 0

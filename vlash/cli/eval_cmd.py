@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from vlash.atomic import atomic_write
 from vlash.errors import ConfigError
 from vlash.eval.modes import MODES, ExecutionConfig
 from vlash.eval.report import plot_summary, print_table
@@ -80,10 +81,7 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(cfg, episodes)
     print_table(summary, console)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json.with_name(f".{args.json.name}.tmp")
-        tmp.write_text(json.dumps(summary, indent=1))
-        tmp.replace(args.json)
+        atomic_write(args.json, lambda f: f.write(json.dumps(summary, indent=1).encode()))
         console.print(f"wrote {args.json}")
     if args.plot:
         console.print(f"wrote {plot_summary(summary, args.plot)}")

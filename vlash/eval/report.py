@@ -8,6 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from vlash.atomic import atomic_write
+
 
 def _fmt(value: float | None, scale: float = 1.0, digits: int = 0) -> str:
     return "-" if value is None else f"{value * scale:.{digits}f}"
@@ -93,9 +95,6 @@ def plot_summary(summary: dict, path: str | Path) -> Path:
     for ax in (ax_s, ax_r):
         ax.grid(alpha=0.3)
     ax_s.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=110))
     plt.close(fig)
-    tmp.replace(path)
     return path
