@@ -27,6 +27,7 @@ requests).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -77,12 +78,12 @@ class ExecutionConfig:
         if self.mode != "ensemble" and need > horizon:
             raise ConfigError(f"(s + d) * q = {need} chunk indices needed, the policy's chunk has {horizon}")
 
-    @property
+    @cached_property  # the runner asks every control step; faster's search builds tau grids
     def switch_delay(self) -> int:
         """Steps from request to switch: d, or for faster the (shorter) wait for the first final actions."""
         return faster_switch_delay(self) if self.mode == "faster" else self.delay
 
-    @property
+    @cached_property
     def busy_steps(self) -> int:
         """Control steps one request occupies the engine: d, or for faster the early-stopped share of d."""
         return faster_busy_steps(self) if self.mode == "faster" else self.delay
