@@ -36,7 +36,7 @@ def sweep(args: argparse.Namespace) -> dict:
         modes = []
         for mode in args.modes:
             try:
-                ExecutionConfig(mode, args.delay, execution_horizon=s).check_horizon(50)
+                ExecutionConfig(mode, args.delay, execution_horizon=s).check_horizon(args.chunk_length)
                 modes.append(mode)
             except ConfigError as err:
                 skipped.append({"mode": mode, "execution_horizon": s, "why": str(err)})
@@ -120,6 +120,7 @@ def main() -> int:
     p.add_argument("--horizons", type=_ints, default=(1, 2, 4, 10, 25))
     p.add_argument("--modes", type=lambda t: tuple(m for m in t.split(",") if m), default=("sync", "faster"))
     p.add_argument("--episodes", type=int, default=30)
+    p.add_argument("--chunk-length", type=int, default=50, help="the policy's H, to skip (s + d) * q > H up front")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--json", type=Path, default=None)
