@@ -30,6 +30,20 @@ def test_round_trip(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.npz"]  # no temp file left
 
 
+def test_plans_round_trip_and_format_2_files_still_load(tmp_path):
+    planned = [replace(e, plans=np.full((len(e), 4, 2), float(i), np.float32)) for i, e in enumerate(dot_episodes(2))]
+    loaded = load_episodes(save_episodes(tmp_path / "p.npz", planned))
+    for a, b in zip(planned, loaded, strict=True):
+        np.testing.assert_array_equal(a.plans, b.plans)
+    with pytest.raises(DatasetError, match="differ in plan steps"):
+        save_episodes(tmp_path / "mixed.npz", [planned[0], replace(planned[1], plans=None)])
+    path = save_episodes(tmp_path / "old.npz", dot_episodes(2))
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files if k != "plans"}
+    np.savez(path, **{**arrays, "format": np.array("vlash.episodes/2")})
+    assert all(e.plans is None for e in load_episodes(path))
+
+
 def _tamper(path, **changes):
     with np.load(path, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
@@ -46,6 +60,7 @@ def _tamper(path, **changes):
         ({"format": np.array("vlash.episodes/1")}, "record it again"),
         ({"tail_lengths": np.array([0, 3], np.int64)}, "tail_lengths sum to 3"),
         ({"tasks": np.array(["a"])}, "per-episode arrays"),
+        ({"plans": np.zeros((21, 0, 2), np.float32)}, "plans must be float32 \\[22, K, J\\]"),
     ],
 )
 def test_malformed_files_are_rejected(tmp_path, changes, message):

@@ -55,6 +55,23 @@ def test_the_tail_continues_the_expert_past_the_touch_and_settles_on_the_target(
     assert no_tail.tail is None and np.array_equal(no_tail.labels, e.actions)
 
 
+def test_plans_hold_only_what_each_frame_could_see():
+    from robot_io.sim import make_env
+
+    (e,) = record_episodes("whack", 1, seed=0, image_size=16, progress=False, plan_steps=20)
+    assert e.plans.shape == (len(e), 20, 2) and e.plans.dtype == np.float32
+    np.testing.assert_array_equal(e.plans[:, 0], e.actions)  # each plan starts with the target commanded then
+    env = make_env("whack", seed=0, image_size=16)
+    env.reset(seed=e.seed)
+    pop = int(env.world.appear[1])  # the second target: the arm rests on the first when it pops up
+    before = np.abs(e.plans[pop - 5] - e.actions[pop - 5 : pop + 15]).max(axis=1)
+    assert before[:5].max() < 1e-4 and before[-1] > 0.5  # the commands turn to the new target, that plan cannot
+    after = np.abs(e.plans[pop] - e.actions[pop : pop + 20]).max()
+    assert after < 0.05  # once it is visible, plan and commands agree up to re-planning
+    (reach,) = record_episodes("reach", 1, seed=0, image_size=16, progress=False, tail=50, plan_steps=20)
+    assert max(np.abs(reach.plans[t] - reach.labels[t : t + 20]).max() for t in range(len(reach))) < 0.05
+
+
 def test_unknown_task_is_a_clear_error():
     with pytest.raises(TrainError, match="unknown task"):
         record_episodes("juggle", 1, seed=0, progress=False)

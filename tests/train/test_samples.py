@@ -51,6 +51,32 @@ def test_the_expert_tail_labels_the_chunk_past_the_episode_end():
     assert s.action_mask.tolist() == [True] * 8 + [False] * 2
 
 
+def _planned(episode, steps: int):
+    """The episode with per-frame plans that differ from its commands: plans[t][k] = 100 t + k."""
+    t, k = np.meshgrid(np.arange(len(episode)), np.arange(steps), indexing="ij")
+    plans = np.repeat((100.0 * t + k)[..., None], episode.num_joints, axis=2).astype(np.float32)
+    return replace(episode, plans=plans)
+
+
+def test_plan_labels_take_state_and_targets_from_the_frames_plan():
+    episode = _planned(ramp_episode(40), H + 5)
+    rng = np.random.default_rng(0)
+    samples = [build_sample(episode, 38, SampleSpec(horizon=H, d_max=5, prefix_mix=False), rng) for _ in range(200)]
+    assert {s.delta for s in samples} == set(range(6))  # not clamped at the episode's end: the plan runs past it
+    for s in samples:
+        plan = episode.plans[38]
+        want_state = episode.states[38] if s.delta == 0 else plan[s.delta - 1]
+        np.testing.assert_array_equal(s.state, want_state)
+        np.testing.assert_array_equal(s.targets, plan[s.delta : s.delta + H])
+        assert s.action_mask.all()
+
+
+def test_plans_shorter_than_d_max_plus_horizon_are_refused():
+    episode = _planned(ramp_episode(20), H + 4)
+    with pytest.raises(ConfigError, match="plan_steps >= that"):
+        build_sample(episode, 0, SampleSpec(horizon=H, d_max=5), np.random.default_rng(0))
+
+
 def test_offsets_past_the_end_are_clamped_to_keep_a_real_target():
     episode, samples = _draws(SampleSpec(horizon=H, d_max=8), t=37, length=40)
     assert max(s.delta for s in samples) == 2  # t + delta <= T - 1

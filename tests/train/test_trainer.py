@@ -100,6 +100,21 @@ def test_tails_are_labels_unless_label_tail_is_off(tmp_path, episodes):
     assert all(e.tail is None for e in kept)
 
 
+def test_plans_are_labels_only_with_plan_labels(tmp_path, episodes):
+    from vlash.train.errors import TrainError
+    from vlash.train.stats import dataset_normalizer
+
+    with pytest.raises(TrainError, match="lacks"):
+        trainer.gather_episodes(_config(tmp_path, plan_labels=True), episodes, 50)
+    planned = [replace(e, plans=np.full((len(e), 58, 2), 9.0, np.float32)) for e in episodes]
+    kept, _ = trainer.gather_episodes(_config(tmp_path, plan_labels=True), planned, 50)
+    assert all(e.plans is not None for e in kept)
+    q99 = dataset_normalizer(kept, relative_horizon=50).feature("action").stats["q99"]
+    assert (q99 > 5.0).all()  # the relative stats are those of the plans
+    kept, _ = trainer.gather_episodes(_config(tmp_path), planned, 50)
+    assert all(e.plans is None for e in kept)
+
+
 def test_same_seed_same_run_and_checkpoints(tmp_path, episodes):
     a = trainer.train(_config(tmp_path / "a", steps=4, checkpoint_every=2), episodes=episodes)
     b = trainer.train(_config(tmp_path / "b", steps=4), episodes=episodes)

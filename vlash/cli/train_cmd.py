@@ -60,6 +60,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="mask chunk labels past each episode's end instead of using the expert's plan",
     )
+    p.add_argument(
+        "--plan-labels",
+        action="store_true",
+        help="label each frame with the expert's plan at that frame, not the actions it commanded later "
+        "(tasks whose targets appear mid-chunk: whack)",
+    )
     p.add_argument("--scratch-init", action="store_true", help="unit-scale embeddings + 2-D image position codes")
     p.add_argument(
         "--init-from",
@@ -102,6 +108,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         relative_actions=not args.absolute,
         task_space=args.task_space,
         label_tail=not args.no_tail,
+        plan_labels=args.plan_labels,
         scratch_init=args.scratch_init,
         init_from=args.init_from,
         image_size=args.image_size,

@@ -88,6 +88,9 @@ class TrainConfig:
     # label chunks past an episode's end with the expert's plan from its final state (Episode.tail, H steps)
     # instead of masking them; False also drops the tails of a loaded dataset (docs/EVALUATION.md has the A/B)
     label_tail: bool = True
+    # label each frame's chunk with the plan the expert made at that frame (Episode.plans: recorded, H + d_max
+    # steps) instead of the actions it went on to command, which on whack move toward targets that appear later
+    plan_labels: bool = False
     # embeddings at unit residual scale, 2-D sin/cos image positions (train.init); off by default: one
     # reach run with it (and batch 16 x 3000 steps) scored 7% vs 35% without it (batch 32 x 1500) — not
     # separated yet, see docs/EVALUATION.md

@@ -1,10 +1,11 @@
-"""Episodes <-> one compressed .npz file (format "vlash.episodes/2"), written atomically, validated on load.
+"""Episodes <-> one compressed .npz file (format "vlash.episodes/3"), written atomically, validated on load.
 
 Layout: frames of all episodes concatenated (`images` uint8 [N, S, S, 3], `states` / `actions` float32
-[N, J]), their expert tails concatenated (`tails` float32 [M, J]), plus per-episode arrays (`lengths` and
-`tail_lengths` int64 [E] (0: no tail), `seeds` int64 [E], `success` bool [E], `tasks` and `instructions`
-unicode [E]). No pickled objects: loading uses allow_pickle=False. Format 1 (no tails) is refused: record
-again.
+[N, J], `plans` float32 [N, K, J], K = 0 when the episodes have no per-frame plans), their expert tails
+concatenated (`tails` float32 [M, J]), plus per-episode arrays (`lengths` and `tail_lengths` int64 [E]
+(0: no tail), `seeds` int64 [E], `success` bool [E], `tasks` and `instructions` unicode [E]). No pickled
+objects: loading uses allow_pickle=False. Format 2 (no `plans`) loads as episodes without plans; format 1
+(no tails) is refused: record again.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from vlash.atomic import atomic_write
 from vlash.train.episodes import Episode
 from vlash.train.errors import DatasetError
 
-FORMAT = "vlash.episodes/2"
+FORMAT = "vlash.episodes/3"
+FORMAT_WITHOUT_PLANS = "vlash.episodes/2"
 ARRAYS = (
     "format",
     "images",
@@ -34,6 +36,7 @@ ARRAYS = (
     "tasks",
     "instructions",
 )
+PLANS = "plans"  # format 3 only
 
 
 def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> Path:
@@ -44,6 +47,11 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> 
     joints = {e.num_joints for e in episodes}
     if len(sizes) != 1 or len(joints) != 1:
         raise DatasetError(f"episodes differ in image shape {sizes} or joint count {joints}; cannot concatenate")
+    plan_steps = {0 if e.plans is None else e.plans.shape[1] for e in episodes}
+    if len(plan_steps) != 1:
+        raise DatasetError(f"episodes differ in plan steps {sorted(plan_steps)} (0: no plans); cannot concatenate")
+    (steps,) = plan_steps
+    (num_joints,) = joints
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     arrays = {
@@ -51,6 +59,9 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> 
         "images": np.concatenate([e.images for e in episodes]),
         "states": np.concatenate([e.states for e in episodes]),
         "actions": np.concatenate([e.actions for e in episodes]),
+        PLANS: np.concatenate(
+            [np.zeros((len(e), 0, num_joints), np.float32) if e.plans is None else e.plans for e in episodes]
+        ),
         "tails": np.concatenate([_tail(e) for e in episodes]),
         "lengths": np.array([len(e) for e in episodes], dtype=np.int64),
         "tail_lengths": np.array([len(_tail(e)) for e in episodes], dtype=np.int64),
@@ -75,15 +86,21 @@ def _read(path: Path) -> dict[str, np.ndarray]:
             missing = [k for k in ARRAYS if k not in data.files]
             if missing:
                 raise DatasetError(f"{path}: missing arrays {missing} (has {sorted(data.files)})")
-            return {k: data[k] for k in ARRAYS}
+            arrays = {k: data[k] for k in ARRAYS}
+            if str(arrays["format"]) == FORMAT:
+                if PLANS not in data.files:
+                    raise DatasetError(f"{path}: missing arrays ['{PLANS}'] (has {sorted(data.files)})")
+                arrays[PLANS] = data[PLANS]
+            return arrays
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise DatasetError(f"cannot read dataset {path}: {exc}") from exc
 
 
 def _check(path: Path, a: dict[str, np.ndarray]) -> None:
-    if str(a["format"]) != FORMAT:
+    if str(a["format"]) not in (FORMAT, FORMAT_WITHOUT_PLANS):
         raise DatasetError(
-            f"{path}: format is {str(a['format'])!r}, expected {FORMAT!r}; delete the file to record it again"
+            f"{path}: format is {str(a['format'])!r}, expected {FORMAT!r} or {FORMAT_WITHOUT_PLANS!r}; "
+            "delete the file to record it again"
         )
     expected = {
         "images": (np.uint8, 4),
@@ -114,6 +131,10 @@ def _check(path: Path, a: dict[str, np.ndarray]) -> None:
             f"{path}: lengths sum to {frames} frames but images/states/actions have "
             f"{len(a['images'])}/{len(a['states'])}/{len(a['actions'])}"
         )
+    if PLANS in a:
+        plans = a[PLANS]
+        if plans.dtype != np.float32 or plans.ndim != 3 or len(plans) != frames:
+            raise DatasetError(f"{path}: plans must be float32 [{frames}, K, J], got {plans.dtype} {plans.shape}")
     if np.any(a["tail_lengths"] < 0) or int(a["tail_lengths"].sum()) != len(a["tails"]):
         raise DatasetError(
             f"{path}: tail_lengths sum to {int(a['tail_lengths'].sum())} but tails has {len(a['tails'])}"
@@ -127,6 +148,8 @@ def load_episodes(path: str | os.PathLike[str]) -> list[Episode]:
     _check(path, a)
     bounds = np.concatenate([[0], np.cumsum(a["lengths"])])
     tail_bounds = np.concatenate([[0], np.cumsum(a["tail_lengths"])])
+    plans = a.get(PLANS)
+    has_plans = plans is not None and plans.shape[1] > 0
     episodes = []
     for i in range(len(a["lengths"])):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
@@ -142,6 +165,7 @@ def load_episodes(path: str | os.PathLike[str]) -> list[Episode]:
                     seed=int(a["seeds"][i]),
                     success=bool(a["success"][i]),
                     tail=a["tails"][tail_lo:tail_hi] if tail_hi > tail_lo else None,
+                    plans=plans[lo:hi] if has_plans else None,
                 )
             )
         except DatasetError as exc:

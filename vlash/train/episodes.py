@@ -3,7 +3,8 @@
 `record_episodes` runs `robot_io.sim`'s expert (`env.expert_action()`, absolute joint targets) from
 `reset` until the episode terminates or is truncated, keeping every frame's camera image, the observed
 joint state and the commanded action, and optionally the expert's plan past the last frame (the tail:
-chunk labels for the frames near the end). Save / load: `vlash.train.dataset`.
+chunk labels for the frames near the end) and the plan the expert made at every frame (`plans`: chunk
+labels that hold only what was visible at that frame). Save / load: `vlash.train.dataset`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class Episode:
     # frames). A reach episode ends the moment the target is touched, with the arm still moving; without the
     # tail, every chunk label past that moment is padding, so no label ever shows the arm settling on a target.
     tail: np.ndarray | None = None
+    # float32 [T, K, J]: the expert's plan at each frame, `env.expert_chunk(K)` before the step: the K targets it
+    # would command from there with what it could see at that frame. On `whack` a target pops up inside nearly
+    # every chunk of commanded actions, so a chunk label cut from `actions` holds a move to a target the frame
+    # does not show; a plan label does not (`build_sample` uses the plans when they are present).
+    plans: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         name = f"episode {self.task!r} seed {self.seed}"
@@ -67,6 +73,15 @@ class Episode:
                 raise DatasetError(f"{name}: tail must be float32 [K, J], got {got}")
             if tail.shape[1] != self.actions.shape[1] or not np.isfinite(tail).all():
                 raise DatasetError(f"{name}: tail must have {self.actions.shape[1]} finite columns, got {tail.shape}")
+        if self.plans is not None:
+            plans, joints = self.plans, self.actions.shape[1]
+            if not isinstance(plans, np.ndarray) or plans.dtype != np.float32 or plans.ndim != 3:
+                got = f"{plans.dtype} {plans.shape}" if isinstance(plans, np.ndarray) else type(plans).__name__
+                raise DatasetError(f"{name}: plans must be float32 [T, K, J], got {got}")
+            if plans.shape[0] != length or plans.shape[1] < 1 or plans.shape[2] != joints:
+                raise DatasetError(f"{name}: plans must be [{length}, K >= 1, {joints}], got {plans.shape}")
+            if not np.isfinite(plans).all():
+                raise DatasetError(f"{name}: plans contain NaN or inf")
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
@@ -110,15 +125,18 @@ def _is_success(info: dict[str, Any], terminated: bool) -> bool:
     return bool(info["success"]) if "success" in info else bool(terminated)
 
 
-def rollout_expert(env: Any, seed: int, task: str, tail: int = 0) -> Episode:
+def rollout_expert(env: Any, seed: int, task: str, tail: int = 0, plan_steps: int = 0) -> Episode:
     """One expert episode from `env.reset(seed=seed)` to termination or truncation, plus the expert's plan for
-    the `tail` steps after it (`env.expert_chunk` from the final state; the env is not stepped further)."""
+    the `tail` steps after it (`env.expert_chunk` from the final state; the env is not stepped further) and,
+    with `plan_steps` > 0, its `plan_steps`-step plan at every frame (`Episode.plans`)."""
     obs, info = env.reset(seed=seed)
     instruction = str(env.instruction)
-    images, states, actions = [], [], []
+    images, states, actions, plans = [], [], [], []
     terminated = truncated = False
     for _ in range(int(env.max_steps) + 1):
         action = np.asarray(env.expert_action(), dtype=np.float32)
+        if plan_steps > 0:
+            plans.append(np.asarray(env.expert_chunk(plan_steps), dtype=np.float32))
         images.append(np.asarray(obs["image"], dtype=np.uint8))
         states.append(np.asarray(obs["state"], dtype=np.float32))
         actions.append(action)
@@ -134,6 +152,7 @@ def rollout_expert(env: Any, seed: int, task: str, tail: int = 0) -> Episode:
         seed=seed,
         success=_is_success(info, terminated),
         tail=np.asarray(env.expert_chunk(tail), dtype=np.float32) if tail > 0 else None,
+        plans=np.stack(plans) if plan_steps > 0 else None,
     )
 
 
@@ -145,9 +164,11 @@ def record_episodes(
     progress: bool = True,
     only_successful: bool = False,
     tail: int = 0,
+    plan_steps: int = 0,
 ) -> list[Episode]:
     """Record `count` expert episodes of `task` (fewer when `only_successful` drops failed ones), each with a
-    `tail` of expert actions past its end (`rollout_expert`).
+    `tail` of expert actions past its end and, with `plan_steps` > 0, the expert's plan at every frame
+    (`rollout_expert`).
 
     Deterministic given (task, count, seed, image_size). Each episode keeps its reset seed and whether it
     succeeded; `success_rate` of the unfiltered list is the expert's success rate.
@@ -158,7 +179,7 @@ def record_episodes(
     episodes = []
     with progress_bar(f"recording {task}", total=count, enabled=progress) as advance:
         for s in episode_seeds(task, count, seed):
-            episodes.append(rollout_expert(env, s, task, tail))
+            episodes.append(rollout_expert(env, s, task, tail, plan_steps))
             advance(1, f"success {success_rate(episodes):.0%}")
     close = getattr(env, "close", None)
     if callable(close):
@@ -167,9 +188,14 @@ def record_episodes(
 
 
 def in_task_space(episode: Episode, space: PlanarArmTaskSpace) -> Episode:
-    """The episode as a task-space policy learns it: states, actions and tail as end-effector positions (images
-    and seed unchanged; a replay in the simulator needs the joint-space original)."""
+    """The episode as a task-space policy learns it: states, actions, tail and plans as end-effector positions
+    (images and seed unchanged; a replay in the simulator needs the joint-space original)."""
     tail = None if episode.tail is None else space.positions(episode.tail)
+    plans = None if episode.plans is None else space.positions(episode.plans)
     return dataclasses.replace(
-        episode, states=space.positions(episode.states), actions=space.positions(episode.actions), tail=tail
+        episode,
+        states=space.positions(episode.states),
+        actions=space.positions(episode.actions),
+        tail=tail,
+        plans=plans,
     )

@@ -17,6 +17,12 @@ alone. With every sample mixed (plain share 1/18) a pi05-tiny trained for 1500 s
 prompt entirely (shuffling them within the batch did not change its loss); plain samples keep the
 observation the only source of the chunk.
 
+Plan labels (episodes with `Episode.plans`): the targets are `plans[t][delta : delta + H]`, the plan the
+expert made at `t` with what it could see at `t`, and the future state is that plan's `plans[t][delta - 1]`;
+nothing is padded and `delta` is not clamped (the plan runs past the episode's end). The commanded actions
+after `t` would carry moves toward targets that appear after `t` (on `whack`, within nearly every chunk),
+which the image at `t` cannot show.
+
 Baseline (`SampleSpec.baseline`): delta = 0, d = 0, constant times.
 """
 
@@ -83,13 +89,16 @@ def build_sample(episode: Episode, t: int, spec: SampleSpec, rng: np.random.Gene
     if not 0 <= t < length:
         raise IndexError(f"frame {t} outside the episode's {length} frames")
     delta = int(rng.integers(0, spec.d_max + 1)) if spec.future_state else 0
-    delta = min(delta, length - 1 - t)
-    start = t + delta
-    state = episode.states[t] if delta == 0 else episode.actions[start - 1]
-    labels = episode.labels
-    index = np.arange(start, start + spec.horizon)
-    action_mask = index < len(labels)
-    targets = labels[np.minimum(index, len(labels) - 1)]
+    if episode.plans is not None:
+        state, targets, action_mask = _from_plan(episode, t, delta, spec)
+    else:
+        delta = min(delta, length - 1 - t)
+        start = t + delta
+        state = episode.states[t] if delta == 0 else episode.actions[start - 1]
+        labels = episode.labels
+        index = np.arange(start, start + spec.horizon)
+        action_mask = index < len(labels)
+        targets = labels[np.minimum(index, len(labels) - 1)]
     handoff = bool(spec.prefix_mix and rng.random() < spec.mix_prob)
     prefix_len = min(int(rng.integers(0, spec.d_max + 1)), int(action_mask.sum()) - 1) if handoff else 0
     use_has = bool(handoff and rng.random() < spec.has_prob)
@@ -104,6 +113,18 @@ def build_sample(episode: Episode, t: int, spec: SampleSpec, rng: np.random.Gene
         frame=t,
         use_has=use_has,
     )
+
+
+def _from_plan(episode: Episode, t: int, delta: int, spec: SampleSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(state, targets [H, J], action mask [H]) of frame `t` at offset `delta` from the expert's plan at `t`."""
+    plan = episode.plans[t]
+    if len(plan) < spec.d_max + spec.horizon:
+        raise ConfigError(
+            f"episode {episode.task!r} seed {episode.seed}: its plans hold {len(plan)} steps, fewer than "
+            f"d_max + horizon = {spec.d_max + spec.horizon}; record them with plan_steps >= that"
+        )
+    state = episode.states[t] if delta == 0 else plan[delta - 1]
+    return state, plan[delta : delta + spec.horizon], np.ones(spec.horizon, dtype=bool)
 
 
 @dataclass(frozen=True)

@@ -26,22 +26,25 @@ def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
 
 def relative_chunks(episode: Episode, horizon: int) -> np.ndarray:
     """[n, J]: every `labels[t + k] - states[t]` with 0 <= k < horizon inside the episode's labels (its actions
-    and tail: what a relative policy predicts)."""
+    and tail: what a relative policy predicts); with plans, every `plans[t][k] - states[t]`."""
+    if episode.plans is not None:
+        chunks = episode.plans[:, :horizon] - episode.states[:, None, :]
+        return chunks.reshape(-1, episode.num_joints)
     labels = episode.labels
     return np.concatenate([labels[t : t + horizon] - episode.states[t] for t in range(len(episode))])
 
 
 def dataset_normalizer(episodes: Sequence[Episode], relative_horizon: int = 0) -> Normalizer:
     """A Normalizer with "observation.state" (observed states) and "action" stats: of the labels (commanded
-    targets and tails), or with `relative_horizon` H > 0 of the labels relative to the state over H-action
-    chunks."""
+    targets and tails, or the per-frame plans' targets when the episodes have them), or with `relative_horizon`
+    H > 0 of the labels relative to the state over H-action chunks."""
     if not episodes:
         raise DatasetError("no episodes to compute normalization stats from")
     states = np.concatenate([e.states for e in episodes])
     if relative_horizon > 0:
         actions = np.concatenate([relative_chunks(e, relative_horizon) for e in episodes])
     else:
-        actions = np.concatenate([e.labels for e in episodes])
+        actions = np.concatenate([e.labels if e.plans is None else e.plans.reshape(-1, e.num_joints) for e in episodes])
     return Normalizer(
         [
             FeatureNorm(STATE_KEY, NormMode.QUANTILES, feature_stats(states)),

@@ -60,7 +60,8 @@ def gather_episodes(
     config: TrainConfig, episodes: Sequence[Episode] | None, horizon: int
 ) -> tuple[list[Episode], float]:
     """(episodes to train on, expert success rate): given, loaded from config.dataset, or recorded (and saved)
-    with `horizon` tail steps each; without config.label_tail the tails are dropped."""
+    with `horizon` tail steps each (and, with config.plan_labels, `horizon + d_max`-step plans at every frame);
+    without config.label_tail the tails are dropped, without config.plan_labels the plans."""
     if episodes is not None:
         found = list(episodes)
     elif config.dataset and Path(config.dataset).is_file():
@@ -69,12 +70,24 @@ def gather_episodes(
     else:
         found = []
         tail = horizon if config.label_tail else 0
+        plan_steps = horizon + config.d_max if config.plan_labels else 0
         for task in config.tasks:
             found += record_episodes(
-                task, config.episodes_per_task, config.seed, config.image_size, config.progress, tail=tail
+                task,
+                config.episodes_per_task,
+                config.seed,
+                config.image_size,
+                config.progress,
+                tail=tail,
+                plan_steps=plan_steps,
             )
         if config.dataset:
             save_episodes(config.dataset, found)
+    if config.plan_labels and any(e.plans is None for e in found):
+        where = f"the dataset {config.dataset}" if config.dataset else "the given episodes"
+        raise TrainError(f"plan_labels needs per-frame expert plans, which {where} lacks; record it again")
+    if not config.plan_labels:
+        found = [dataclasses.replace(e, plans=None) for e in found]
     if not config.label_tail:
         found = [dataclasses.replace(e, tail=None) for e in found]
     elif any(e.tail is None for e in found):
@@ -338,6 +351,7 @@ def _metadata(config: TrainConfig, command: str | None, data: TrainingData, rate
             "frames": len(data.table),
             "expert_success_rate": rate,
             "tail_steps": sorted({0 if e.tail is None else len(e.tail) for e in episodes}),
+            "plan_steps": sorted({0 if e.plans is None else e.plans.shape[1] for e in episodes}),
             "episodes_per_task": {t: sum(e.task == t for e in episodes) for t in tasks},
             "instructions": sorted({e.instruction for e in episodes}),
         },
