@@ -134,8 +134,36 @@ def test_frame_table_balances_tasks_and_batches_stack():
     assert np.mean(table.episode_of[uniform] == 0) < 0.2
 
 
+def _hold_then_ramp(length: int = 40, hold: int = 25):
+    """Commands hold still for `hold` frames, then ramp: only frames whose next H labels reach the ramp move."""
+    episode = ramp_episode(length)
+    actions = episode.actions.copy()
+    actions[:hold] = actions[hold]
+    return replace(episode, actions=actions, states=actions - 0.05)
+
+
+def test_moving_share_draws_frames_whose_label_moves():
+    table = FrameTable([_hold_then_ramp()])
+    moving = table.moving_frames(H)
+    # frame 26 is the ramp's first move; the last frame's label is its padding, all one target
+    assert moving.tolist() == list(range(26 - H + 1, 39))
+    spec = SampleSpec(horizon=H, d_max=3)
+    plain = table.draw(400, spec, np.random.default_rng(0))
+    again = FrameTable([_hold_then_ramp()]).draw(400, replace(spec, moving_share=0.0), np.random.default_rng(0))
+    np.testing.assert_array_equal(plain.frames, again.frames)  # off: the draws are unchanged
+    mixed = table.draw(4000, replace(spec, moving_share=0.5), np.random.default_rng(0))
+    share = np.isin(mixed.frames, moving).mean()
+    assert 0.5 + 0.5 * len(moving) / 40 - 0.05 < share < 0.5 + 0.5 * len(moving) / 40 + 0.05
+    only = table.draw(200, replace(spec, moving_share=1.0), np.random.default_rng(0))
+    assert np.isin(only.frames, moving).all()
+    still = FrameTable([replace(_hold_then_ramp(), actions=np.zeros((40, 2), np.float32))])
+    with pytest.raises(ConfigError, match="no frame"):
+        still.draw(4, replace(spec, moving_share=0.5), np.random.default_rng(0))
+
+
 @pytest.mark.parametrize(
-    "kwargs", [{"d_max": 10}, {"d_max": -1}, {"has_prob": 1.5}, {"mix_prob": -0.1}, {"horizon": 0}]
+    "kwargs",
+    [{"d_max": 10}, {"d_max": -1}, {"has_prob": 1.5}, {"mix_prob": -0.1}, {"horizon": 0}, {"moving_share": 2.0}],
 )
 def test_spec_validation(kwargs):
     with pytest.raises(ConfigError):

@@ -51,3 +51,7 @@ def test_head_and_probe_flags_reach_the_config(tmp_path):
     assert chosen.task_space and chosen.compile and chosen.ema_decay == 0.99
     mixed = config_from_args(parse_args(["train", "--out", "p", "--mix-prob", "0.25"]))
     assert config.mix_prob == 0.5 and mixed.mix_prob == 0.25
+    planned = config_from_args(parse_args(["train", "--out", "p", "--plan-labels", "--moving-share", "0.5"]))
+    assert planned.plan_labels and planned.moving_share == 0.5
+    assert not config.plan_labels and config.moving_share == 0.0
+    assert planned.sample_spec(50).moving_share == 0.5

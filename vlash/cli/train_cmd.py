@@ -49,6 +49,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=TrainConfig.mix_prob,
         help="share of hand-off samples (committed prefix, horizon-aware times) when augmenting",
     )
+    p.add_argument(
+        "--moving-share",
+        type=float,
+        default=TrainConfig.moving_share,
+        help="share of samples drawn from frames whose chunk label moves (0: uniform frames)",
+    )
     p.add_argument("--absolute", action="store_true", help="predict absolute actions (default: relative to the state)")
     p.add_argument(
         "--task-space",
@@ -105,6 +111,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         d_max=args.d_max,
         augment=not args.no_augment,
         mix_prob=args.mix_prob,
+        moving_share=args.moving_share,
         relative_actions=not args.absolute,
         task_space=args.task_space,
         label_tail=not args.no_tail,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class TrainConfig:
     augment: bool = True  # future-state offsets + committed prefix / horizon-aware mix (False: baseline)
     mix_prob: float = 0.5  # share of hand-off samples (committed prefix, horizon-aware times), in [0, 1]
     has_prob: float = 0.5  # share of horizon-aware per-token times among hand-off samples, in [0, 1]
+    moving_share: float = 0.0  # share of draws from frames whose chunk label moves (SampleSpec), in [0, 1]
     pad_loss_weight: float = 0.1  # weight of the zero-padded action dims in the loss (see flow.flow_loss)
     image_size: int = 96  # simulator render size in pixels (resized to the policy's input size)
     only_successful: bool = True  # train on the episodes the expert solved only
@@ -142,7 +143,7 @@ class TrainConfig:
             raise ConfigError("init_from and scratch_init both set the initial weights; choose one")
         if not str(self.out):
             raise ConfigError("out must name a directory")
-        self.sample_spec(self.d_max + 1)  # validates d_max >= 0, mix_prob and has_prob
+        self.sample_spec(self.d_max + 1)  # validates d_max >= 0, mix_prob, has_prob and moving_share
 
     @property
     def aux_weights(self) -> dict[str, float]:
@@ -157,8 +158,14 @@ class TrainConfig:
     def sample_spec(self, horizon: int) -> SampleSpec:
         """How samples are drawn for a policy with chunk length `horizon`."""
         if not self.augment:
-            return SampleSpec.baseline(horizon)
-        return SampleSpec(horizon=horizon, d_max=self.d_max, mix_prob=self.mix_prob, has_prob=self.has_prob)
+            return replace(SampleSpec.baseline(horizon), moving_share=self.moving_share)
+        return SampleSpec(
+            horizon=horizon,
+            d_max=self.d_max,
+            mix_prob=self.mix_prob,
+            has_prob=self.has_prob,
+            moving_share=self.moving_share,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only (YAML-safe)."""

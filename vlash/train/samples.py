@@ -47,13 +47,16 @@ class SampleSpec:
     prefix_mix: bool = True  # draw a committed prefix d ~ U{0..d_max} and mix in horizon-aware times
     mix_prob: float = 0.5  # share of hand-off samples (prefix + maybe horizon-aware) with prefix_mix, in [0, 1]
     has_prob: float = 0.5  # probability of horizon-aware per-token times in a hand-off sample, in [0, 1]
+    # share of draws taken from frames whose chunk label moves (FrameTable.moving_frames), in [0, 1]; the rest are
+    # drawn as usual. On whack ~3/4 of the frames hold still on a touched target: their labels need no image
+    moving_share: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.horizon, int) or self.horizon < 1:
             raise ConfigError(f"horizon must be an int >= 1, got {self.horizon!r}")
         if not isinstance(self.d_max, int) or not 0 <= self.d_max < self.horizon:
             raise ConfigError(f"d_max must be an int in [0, horizon={self.horizon}), got {self.d_max!r}")
-        for name in ("mix_prob", "has_prob"):
+        for name in ("mix_prob", "has_prob", "moving_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
 
@@ -127,6 +130,17 @@ def _from_plan(episode: Episode, t: int, delta: int, spec: SampleSpec) -> tuple[
     return state, plan[delta : delta + spec.horizon], np.ones(spec.horizon, dtype=bool)
 
 
+def _moving(episode: Episode, horizon: int) -> np.ndarray:
+    """bool [T]: whether frame t's H-step chunk label moves more than MOVING_MIN (see FrameTable.moving_frames)."""
+    if episode.plans is not None:
+        chunks = episode.plans[:, :horizon]
+    else:
+        labels = episode.labels
+        index = np.minimum(np.arange(len(episode))[:, None] + np.arange(horizon)[None, :], len(labels) - 1)
+        chunks = labels[index]
+    return np.abs(chunks - chunks[:, :1]).max(axis=(1, 2)) > MOVING_MIN
+
+
 @dataclass(frozen=True)
 class SampleBatch:
     """B samples stacked; images are referenced by their global frame index (see `FrameTable`)."""
@@ -147,12 +161,16 @@ class SampleBatch:
         return self.action_mask & (index[None, :] >= self.prefix_len[:, None])
 
 
+MOVING_MIN = 0.05  # a chunk label "moves" when some target is this far from its first (rad or world units)
+
+
 class FrameTable:
     """(episode, t) of every frame of a list of episodes, in concatenation order, for drawing samples.
 
     With `balance_tasks` a draw picks a task uniformly, then a frame uniformly among that task's frames
     (episode lengths differ a lot between tasks: a reach episode ends when touched, whack runs 240 steps);
-    otherwise frames are drawn uniformly.
+    otherwise frames are drawn uniformly. With `SampleSpec.moving_share` > 0, that share of the draws is
+    replaced by frames drawn uniformly among the moving ones (`moving_frames`).
     """
 
     def __init__(self, episodes: Sequence[Episode], balance_tasks: bool = True) -> None:
@@ -165,6 +183,7 @@ class FrameTable:
         self.t_of = np.arange(int(lengths.sum())) - np.repeat(self.offsets, lengths)  # [N]
         tasks = np.array([e.task for e in episodes])[self.episode_of]
         self.task_frames = [np.flatnonzero(tasks == task) for task in sorted(set(tasks))] if balance_tasks else []
+        self._moving: dict[int, np.ndarray] = {}
 
     def draw_frames(self, count: int, rng: np.random.Generator) -> np.ndarray:
         """Global frame indices [count]: task-balanced or uniform (with replacement)."""
@@ -176,9 +195,23 @@ class FrameTable:
     def __len__(self) -> int:
         return len(self.episode_of)
 
+    def moving_frames(self, horizon: int) -> np.ndarray:
+        """Global indices of the frames whose H-step chunk label (plan, or actions and tail) has a target more
+        than MOVING_MIN from its first one in some dimension."""
+        if horizon not in self._moving:
+            moving = [_moving(e, horizon) for e in self.episodes]
+            self._moving[horizon] = np.flatnonzero(np.concatenate(moving))
+        return self._moving[horizon]
+
     def draw(self, batch_size: int, spec: SampleSpec, rng: np.random.Generator) -> SampleBatch:
-        """`batch_size` samples of frames drawn with `draw_frames`."""
+        """`batch_size` samples of frames drawn with `draw_frames`, `spec.moving_share` of them moving frames."""
         frames = self.draw_frames(batch_size, rng)
+        if spec.moving_share > 0:
+            moving = self.moving_frames(spec.horizon)
+            if len(moving) == 0:
+                raise ConfigError(f"moving_share {spec.moving_share} but no frame's chunk label moves")
+            swap = rng.random(batch_size) < spec.moving_share
+            frames[swap] = moving[rng.integers(0, len(moving), size=int(swap.sum()))]
         samples = [build_sample(self.episodes[self.episode_of[f]], int(self.t_of[f]), spec, rng) for f in frames]
         return SampleBatch(
             frames=frames.astype(np.int64),
