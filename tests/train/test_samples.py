@@ -142,6 +142,19 @@ def _hold_then_ramp(length: int = 40, hold: int = 25):
     return replace(episode, actions=actions, states=actions - 0.05)
 
 
+def test_chunk_labels_are_each_frames_label_at_offset_zero():
+    episode = ramp_episode(20)
+    chunks, real = episode.chunk_labels(H)
+    for t in (0, 12, 19):
+        s = build_sample(episode, t, SampleSpec.baseline(H), np.random.default_rng(0))
+        np.testing.assert_array_equal(chunks[t], s.targets)
+        np.testing.assert_array_equal(real[t], s.action_mask)
+    planned = _planned(episode, H + 2)
+    chunks, real = planned.chunk_labels(H)
+    np.testing.assert_array_equal(chunks, planned.plans[:, :H])
+    assert real.all()
+
+
 def test_moving_share_draws_frames_whose_label_moves():
     table = FrameTable([_hold_then_ramp()])
     moving = table.moving_frames(H)

@@ -50,7 +50,6 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> 
     plan_steps = {0 if e.plans is None else e.plans.shape[1] for e in episodes}
     if len(plan_steps) != 1:
         raise DatasetError(f"episodes differ in plan steps {sorted(plan_steps)} (0: no plans); cannot concatenate")
-    (steps,) = plan_steps
     (num_joints,) = joints
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

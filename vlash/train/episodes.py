@@ -96,6 +96,14 @@ class Episode:
         built once, then read by every sample drawn from the episode."""
         return self.actions if self.tail is None else np.concatenate([self.actions, self.tail])
 
+    def chunk_labels(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+        """(chunks float32 [T, H, J], real bool [T, H]): every frame's H-step chunk label at offset 0: its plan's
+        first H targets, or `labels[t : t + H]` padded with the last label (real False on the padding)."""
+        if self.plans is not None:
+            return self.plans[:, :horizon], np.ones((len(self), horizon), dtype=bool)
+        index = np.arange(len(self))[:, None] + np.arange(horizon)[None, :]
+        return self.labels[np.minimum(index, len(self.labels) - 1)], index < len(self.labels)
+
 
 def success_rate(episodes: Sequence[Episode]) -> float:
     """Fraction of episodes the expert solved (0.0 for none)."""
@@ -134,9 +142,11 @@ def rollout_expert(env: Any, seed: int, task: str, tail: int = 0, plan_steps: in
     images, states, actions, plans = [], [], [], []
     terminated = truncated = False
     for _ in range(int(env.max_steps) + 1):
-        action = np.asarray(env.expert_action(), dtype=np.float32)
-        if plan_steps > 0:
+        if plan_steps > 0:  # the plan's first target is the expert's action (expert_action is expert_chunk(1)[0])
             plans.append(np.asarray(env.expert_chunk(plan_steps), dtype=np.float32))
+            action = plans[-1][0]
+        else:
+            action = np.asarray(env.expert_action(), dtype=np.float32)
         images.append(np.asarray(obs["image"], dtype=np.uint8))
         states.append(np.asarray(obs["state"], dtype=np.float32))
         actions.append(action)

@@ -132,12 +132,7 @@ def _from_plan(episode: Episode, t: int, delta: int, spec: SampleSpec) -> tuple[
 
 def _moving(episode: Episode, horizon: int) -> np.ndarray:
     """bool [T]: whether frame t's H-step chunk label moves more than MOVING_MIN (see FrameTable.moving_frames)."""
-    if episode.plans is not None:
-        chunks = episode.plans[:, :horizon]
-    else:
-        labels = episode.labels
-        index = np.minimum(np.arange(len(episode))[:, None] + np.arange(horizon)[None, :], len(labels) - 1)
-        chunks = labels[index]
+    chunks, _ = episode.chunk_labels(horizon)
     return np.abs(chunks - chunks[:, :1]).max(axis=(1, 2)) > MOVING_MIN
 
 

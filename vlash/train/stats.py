@@ -27,11 +27,8 @@ def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
 def relative_chunks(episode: Episode, horizon: int) -> np.ndarray:
     """[n, J]: every `labels[t + k] - states[t]` with 0 <= k < horizon inside the episode's labels (its actions
     and tail: what a relative policy predicts); with plans, every `plans[t][k] - states[t]`."""
-    if episode.plans is not None:
-        chunks = episode.plans[:, :horizon] - episode.states[:, None, :]
-        return chunks.reshape(-1, episode.num_joints)
-    labels = episode.labels
-    return np.concatenate([labels[t : t + horizon] - episode.states[t] for t in range(len(episode))])
+    chunks, real = episode.chunk_labels(horizon)
+    return (chunks - episode.states[:, None, :])[real]
 
 
 def dataset_normalizer(episodes: Sequence[Episode], relative_horizon: int = 0) -> Normalizer:
