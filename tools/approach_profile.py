@@ -26,7 +26,7 @@ from vlash.atomic import atomic_write
 from vlash.errors import ConfigError
 from vlash.eval.episode import EpisodeRunner
 from vlash.eval.modes import ExecutionConfig
-from vlash.eval.sweep import ORACLE
+from vlash.eval.sweep import load_chunk_policy
 
 STATIC_TARGET_TASKS = ("reach", "whack")
 
@@ -84,28 +84,12 @@ def segments_of(infos: list[dict]) -> list[Segment]:
     return segments
 
 
-def _load(policy: str):
-    if policy == ORACLE:
-        from vlash.eval.policies import OraclePolicy
-
-        return OraclePolicy()
-    import torch
-
-    from vlash.eval.policies import ModelPolicy
-    from vlash.policies.policy_dir import load_policy
-
-    torch.set_num_threads(2)
-    return ModelPolicy(load_policy(policy))
-
-
-def profile(args: argparse.Namespace, progress: Progress | None = None) -> list[PolicyProfile]:
-    from robot_io.sim import make_env
-
-    env = make_env(args.task, seed=0, image_size=args.image_size)
+def profile(args: argparse.Namespace, env, progress: Progress | None = None) -> list[PolicyProfile]:
+    """Run every policy on the same seeds in `env` and collect its target segments."""
     cfg = ExecutionConfig(args.mode, args.delay, execution_horizon=args.execution_horizon)
     results = []
     for name in args.policies:
-        runner = EpisodeRunner(env, _load(name), cfg, args.task)
+        runner = EpisodeRunner(env, load_chunk_policy(name, threads=2), cfg, args.task)
         bar = progress.add_task(name, total=args.episodes) if progress else None
         prof = PolicyProfile(name)
         for seed in range(args.seed, args.seed + args.episodes):
@@ -229,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     dt, touch_radius = env.dt, env.task.config.touch_radius
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=True) as progress:
-        profiles = profile(args, progress)
+        profiles = profile(args, env, progress)
     summaries = [{**summarize(p, args.radii, dt), "curves": distance_curves(p, args.curve_steps)} for p in profiles]
     Console(width=140).print(_table(summaries, args.radii))
     if args.json:

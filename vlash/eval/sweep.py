@@ -37,21 +37,26 @@ class SweepConfig:
 _WORKER: dict = {}
 
 
-def _build(policy: str, task: str, image_size: int):
-    from robot_io.sim import make_env
-
-    env = make_env(task, seed=0, image_size=image_size)
+def load_chunk_policy(policy: str, threads: int = 1):
+    """The ChunkPolicy a name stands for: the scripted-expert oracle, or a policy directory (torch on
+    `threads` CPU threads; one per worker process in a sweep)."""
     if policy == ORACLE:
         from vlash.eval.policies import OraclePolicy
 
-        return env, OraclePolicy()
+        return OraclePolicy()
     import torch
 
     from vlash.eval.policies import ModelPolicy
     from vlash.policies.policy_dir import load_policy
 
-    torch.set_num_threads(1)
-    return env, ModelPolicy(load_policy(policy))
+    torch.set_num_threads(threads)
+    return ModelPolicy(load_policy(policy))
+
+
+def _build(policy: str, task: str, image_size: int):
+    from robot_io.sim import make_env
+
+    return make_env(task, seed=0, image_size=image_size), load_chunk_policy(policy)
 
 
 def _init_worker(policy: str, task: str, image_size: int) -> None:
