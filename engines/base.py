@@ -85,6 +85,6 @@ def create_engine(name: str, **kwargs: Any) -> Engine:
     return _LOADED[name](**kwargs)
 
 
-declare_backend("torch", "engines.torch_engine", extra="dev")
-declare_backend("onnxruntime", "engines.onnx_engine", extra="onnx")
-declare_backend("tensorrt", "engines.tensorrt_engine", extra="trt")
+declare_backend("torch", "vlash.engines.torch_engine", extra="dev")
+declare_backend("onnxruntime", "vlash.engines.onnx_engine", extra="onnx")
+declare_backend("tensorrt", "vlash.engines.tensorrt_engine", extra="trt")

@@ -1,7 +1,7 @@
 """`vlash export`: a policy -> a complete engine artifact directory, written atomically.
 
 The directory holds the policy itself (`policy/`, for the server's pre/post-processing), the ONNX graphs and
-the manifest; for `--engine tensorrt` the TensorRT builder (`engines.tensorrt_build.build_plans`) then adds
+the manifest; for `--engine tensorrt` the TensorRT builder (`vlash.engines.tensorrt_build.build_plans`) then adds
 its engine files next to the ONNX graphs and records them in the manifest.
 """
 
@@ -10,17 +10,22 @@ from __future__ import annotations
 import importlib
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from engines.artifact import POLICY_DIR, ArtifactManifest
-from engines.onnx_export import Progress, export_onnx
+from vlash.engines.artifact import POLICY_DIR, ArtifactManifest
+from vlash.engines.onnx_export import Progress, export_onnx
+
 from vlash.atomic import staged_directory
 from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05 import load_preset
 from vlash.policies.policy_dir import load_policy
-from vlash.server.random_policy import write_random_policy
+from vlash.policies.random_policy import write_random_policy
+
+if TYPE_CHECKING:
+    from vlash.engines.tensorrt_build import QdqWriter
 
 EXPORT_ENGINES = ("onnxruntime", "tensorrt")
-TENSORRT_BUILDER = "engines.tensorrt_build"  # build_plans(directory, manifest, precision, progress)
+TENSORRT_BUILDER = "vlash.engines.tensorrt_build"  # build_plans(directory, manifest, precision, progress)
 
 
 def _tensorrt_builder():
@@ -48,13 +53,19 @@ def export_artifact(
     batch: int = 1,
     model_id: str = "",
     progress: Progress | None = None,
+    qdq_graphs: QdqWriter | None = None,
 ) -> ArtifactManifest:
-    """Export a policy directory (`checkpoint`) or a preset with random weights (`preset`) to `out`."""
+    """Export a policy directory (`checkpoint`) or a preset with random weights (`preset`) to `out`. TensorRT
+    int8 / fp8 builds need `qdq_graphs` (vlash.quant.onnx_artifact.write_qdq_graphs) to calibrate their graphs."""
     if engine not in EXPORT_ENGINES:
         raise ConfigError(f"export engine must be one of {EXPORT_ENGINES}, got {engine!r}")
     if (checkpoint is None) == (preset is None):
         raise ConfigError("export needs exactly one of a policy directory and a preset (random weights)")
     build_plans = _tensorrt_builder() if engine == "tensorrt" else None  # fail before any work
+    if build_plans is not None and precision in ("int8", "fp8") and qdq_graphs is None:
+        raise ConfigError(
+            f"TensorRT {precision} needs calibrated QDQ graphs: `vlash quantize --scheme trt-{precision}`"
+        )
     report = progress or (lambda fraction, label: None)
     with staged_directory(out) as staging:
         report(0.0, "copying the policy")
@@ -76,7 +87,9 @@ def export_artifact(
             policy=model_id or (preset or Path(checkpoint).resolve().name),
         )
         if build_plans is not None:
-            build_plans(staging, manifest, precision, lambda f, label: report(0.8 + 0.2 * f, label))
+            build_plans(
+                staging, manifest, precision, lambda f, label: report(0.8 + 0.2 * f, label), qdq_graphs=qdq_graphs
+            )
             manifest.save(staging)
         report(1.0, "done")
     return manifest

@@ -1,4 +1,4 @@
-"""ONNX Runtime engine over an exported artifact (engines.artifact): the prefill graph returns the PrefixCache
+"""ONNX Runtime engine over an exported artifact (vlash.engines.artifact): the prefill graph returns the PrefixCache
 as explicit tensors, the denoise graph takes them back.
 
 Inputs and outputs are bound with IO binding straight to torch tensors (CPU memory, or CUDA memory with the
@@ -16,9 +16,9 @@ import numpy as np
 import onnxruntime as ort
 import torch
 from torch import Tensor
+from vlash.engines.artifact import DENOISE_OUTPUTS, PREFILL_INPUTS, PREFILL_OUTPUTS, ArtifactManifest
+from vlash.engines.base import Engine, register_engine
 
-from engines.artifact import DENOISE_OUTPUTS, PREFILL_INPUTS, PREFILL_OUTPUTS, ArtifactManifest
-from engines.base import Engine, register_engine
 from vlash.devices.profile import DeviceProfile
 from vlash.errors import EngineUnavailable, ShapeError
 from vlash.policies.pi05.model import Pi05Inputs, PrefixCache

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import torch
 from torch import Tensor, nn
-
-from engines.artifact import (
+from vlash.engines.artifact import (
     DENOISE_INPUTS,
     DENOISE_OUTPUTS,
     PRECISIONS,
@@ -26,6 +25,7 @@ from engines.artifact import (
     ArtifactManifest,
     tensor_specs,
 )
+
 from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05.examples import random_inputs
 from vlash.policies.pi05.layers import explicit_attention

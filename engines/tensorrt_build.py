@@ -6,7 +6,7 @@ machine without a GPU for a chosen compute capability). Precision:
                         typed, so fp16 there builds from an fp16 ONNX export; bf16 needs classic TensorRT.
     int8 / fp8          explicit quantization: QDQ graphs from quant.onnx_quant, calibrated on simulated frames
                         rendered by robot_io.sim with the policy's prompts (never random data).
-Plans are cached (engines.tensorrt_cache) by model hash, precision, TensorRT version and GPU / target.
+Plans are cached (vlash.engines.tensorrt_cache) by model hash, precision, TensorRT version and GPU / target.
 """
 
 from __future__ import annotations
@@ -15,16 +15,19 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-from engines.artifact import POLICY_DIR, ArtifactManifest
-from engines.tensorrt_cache import EngineCache, cache_key, target_name
+from vlash.engines.artifact import POLICY_DIR, ArtifactManifest
+from vlash.engines.tensorrt_cache import EngineCache, cache_key, target_name
+
 from vlash.errors import ConfigError, EngineUnavailable
 
 log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "int8")
 GRAPHS = ("prefill", "denoise")
 Progress = Callable[[float, str], None]
+# (artifact directory, its manifest, "int8" | "fp8", target directory): write QDQ prefill/denoise graphs under the
+# manifest's ONNX names into the target directory (vlash.quant.onnx_artifact.write_qdq_graphs).
+QdqWriter = Callable[[Path, ArtifactManifest, str, Path], None]
 
 
 def import_tensorrt() -> ModuleType:
@@ -96,41 +99,39 @@ def build_engine(
 
 
 def graph_sources(
-    directory: Path, manifest: ArtifactManifest, precision: str, trt: ModuleType, calibration: Any = None
+    directory: Path, manifest: ArtifactManifest, precision: str, trt: ModuleType, qdq_graphs: QdqWriter | None = None
 ) -> dict[str, Path]:
     """The ONNX graph each plan is built from: the export itself, an fp16 re-export (RTX), or QDQ graphs."""
     directory = Path(directory)
     if precision in ("int8", "fp8") or (precision == "fp16" and is_rtx(trt)):
         target = directory / f"onnx_{precision}"
         if not all((target / manifest.onnx[g]).is_file() for g in GRAPHS):
-            write_precision_graphs(directory, manifest, precision, target, calibration)
+            write_precision_graphs(directory, manifest, precision, target, qdq_graphs)
         return {g: target / manifest.onnx[g] for g in GRAPHS}
     return {g: directory / manifest.onnx[g] for g in GRAPHS}
 
 
 def write_precision_graphs(
-    directory: Path, manifest: ArtifactManifest, precision: str, target: Path, calibration: Any = None
+    directory: Path, manifest: ArtifactManifest, precision: str, target: Path, qdq_graphs: QdqWriter | None = None
 ) -> None:
-    """fp16: re-export the policy at fp16; int8 / fp8: QDQ graphs calibrated on simulated frames
-    (`calibration`: a quant.calibration.FrameSpec; None = 32 frames of the policy's training tasks)."""
-    from engines.onnx_export import export_onnx
+    """fp16: re-export the policy at fp16; int8 / fp8: the QDQ graphs `qdq_graphs` writes."""
+    if precision in ("int8", "fp8"):
+        if qdq_graphs is None:
+            raise ConfigError(
+                f"{precision} TensorRT engines are built from calibrated QDQ graphs: "
+                f"`vlash quantize --scheme trt-{precision}` (or pass vlash.quant's write_qdq_graphs)"
+            )
+        target.mkdir(parents=True, exist_ok=True)
+        qdq_graphs(directory, manifest, precision, target)
+        return
+    from vlash.engines.onnx_export import export_onnx
+
     from vlash.policies.policy_dir import load_policy
 
     policy = load_policy(directory / POLICY_DIR)
     target.mkdir(parents=True, exist_ok=True)
-    if precision == "fp16":
-        export_onnx(policy.model, target, precision="fp16", batch=manifest.batch, policy=manifest.policy)
-        (target / "manifest.json").unlink(missing_ok=True)
-        return
-    from quant.onnx_artifact import default_calibration
-    from quant.onnx_quant import calibration_feeds, quantize_static
-
-    spec = calibration or default_calibration(policy.metadata)
-    feeds = calibration_feeds(policy, spec)
-    for graph in GRAPHS:
-        source, out = directory / manifest.onnx[graph], target / manifest.onnx[graph]
-        quantize_static(source, out, graph, feeds[graph], fp8=precision == "fp8")
-    manifest.notes["calibration"] = spec.describe()
+    export_onnx(policy.model, target, precision="fp16", batch=manifest.batch, policy=manifest.policy)
+    (target / "manifest.json").unlink(missing_ok=True)
 
 
 def build_plans(
@@ -140,7 +141,7 @@ def build_plans(
     progress: Progress | None = None,
     compute_capability: str | None = None,
     cache: EngineCache | None = None,
-    calibration: Any = None,
+    qdq_graphs: QdqWriter | None = None,
 ) -> None:
     """Build prefill.plan and denoise.plan next to the ONNX graphs; updates `manifest` (the caller saves it)."""
     trt = import_tensorrt()
@@ -149,7 +150,7 @@ def build_plans(
     cache = cache or EngineCache()
     directory = Path(directory)
     report(0.0, f"preparing {precision} graphs")
-    sources = graph_sources(directory, manifest, precision, trt, calibration)
+    sources = graph_sources(directory, manifest, precision, trt, qdq_graphs)
     keys = {}
     for i, graph in enumerate(GRAPHS):
         report(0.2 + 0.4 * i, f"building the {graph} engine ({precision})")

@@ -6,14 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engines.artifact import MANIFEST, POLICY_DIR, ArtifactManifest
-from engines.base import Engine, create_engine
-from quant.calibration import FrameSpec
-from quant.manifest import QuantManifest, is_quantized
-from quant.schemes import get_scheme
-from quant.torch_quant import DEFAULT_GROUP_SIZE
+from vlash.engines.artifact import MANIFEST, POLICY_DIR, ArtifactManifest
+from vlash.engines.base import Engine, create_engine
+from vlash.quant.calibration import FrameSpec
+from vlash.quant.torch_quant import DEFAULT_GROUP_SIZE
+
 from vlash.errors import CheckpointError
 from vlash.policies.policy_dir import LoadedPolicy, load_policy
+from vlash.policies.quantized.manifest import QuantManifest, is_quantized
+from vlash.policies.quantized.schemes import get_scheme
 
 
 def quantize(
@@ -26,17 +27,21 @@ def quantize(
     """Quantize an fp32 vlash policy directory into `out` (replaced atomically) with `scheme`."""
     engine = get_scheme(scheme).engine
     if engine == "torch":
-        from quant.artifact import write_torch_artifact
+        from vlash.quant.artifact import write_torch_artifact
 
         write_torch_artifact(policy_dir, out, scheme, group_size)
     elif engine == "onnxruntime":
-        from quant.onnx_artifact import write_onnx_artifact
+        from vlash.quant.onnx_artifact import write_onnx_artifact
 
         write_onnx_artifact(policy_dir, out, scheme, calibration)
-    else:  # TensorRT: E's exporter + engines.tensorrt_build (calibrates int8/fp8 on sim frames itself)
-        from engines.export import export_artifact
+    else:  # TensorRT: the exporter + vlash.engines.tensorrt_build, with QDQ graphs calibrated here on sim frames
+        from vlash.engines.export import export_artifact
+        from vlash.quant.onnx_artifact import qdq_writer
 
-        export_artifact(out, engine="tensorrt", precision=scheme.removeprefix("trt-"), checkpoint=policy_dir)
+        precision = scheme.removeprefix("trt-")
+        export_artifact(
+            out, engine="tensorrt", precision=precision, checkpoint=policy_dir, qdq_graphs=qdq_writer(calibration)
+        )
     return Path(out)
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engines.base import Engine
-from quant.api import open_quantized, quantize
-from quant.calibration import FrameSpec
+from vlash.engines.base import Engine
+from vlash.quant.api import open_quantized, quantize
+from vlash.quant.calibration import FrameSpec
+
 from vlash.policies.pi05.config import Pi05Config
 
 
 def _build(scheme: str, config: Pi05Config, workdir: Path, threads: int | None) -> Engine:
-    from vlash.server.random_policy import write_random_policy
+    from vlash.policies.random_policy import write_random_policy
 
     source = write_random_policy(Path(workdir) / f"{config.name}-fp32", config.name)
     calibration = FrameSpec(episodes=4, frames_per_episode=2)

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.base import Engine
-from quant.calibration import FrameSpec, policy_tasks, sim_inputs
-from quant.fidelity import ActionFidelity, GateThresholds, action_fidelity, action_gate
-from quant.rollout import RolloutStats, rollout_gate, rollout_stats
+from vlash.engines.base import Engine
+from vlash.quant.calibration import FrameSpec, policy_tasks, sim_inputs
+from vlash.quant.fidelity import ActionFidelity, GateThresholds, action_fidelity, action_gate
+from vlash.quant.rollout import RolloutStats, rollout_gate, rollout_stats
+
 from vlash.policies.policy_dir import LoadedPolicy
 
 

@@ -1,20 +1,22 @@
-"""Write quantized ONNX artifacts: E's engine-artifact layout (engines.artifact) with the graphs replaced by
+"""Write quantized ONNX artifacts: E's engine-artifact layout (vlash.engines.artifact) with the graphs replaced by
 int8 ones and the QuantManifest in `manifest.json["quantization"]`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engines.artifact import POLICY_DIR, ArtifactManifest
-from engines.onnx_export import export_onnx
-from quant.artifact import POLICY_FILES, base_info, copy_policy_files, tool_versions
-from quant.calibration import FrameSpec, policy_tasks
-from quant.manifest import QuantManifest
-from quant.onnx_quant import GRAPHS, calibration_feeds, quantize_dynamic, quantize_static
-from quant.schemes import get_scheme
+from vlash.engines.artifact import POLICY_DIR, ArtifactManifest
+from vlash.engines.onnx_export import export_onnx
+from vlash.engines.tensorrt_build import QdqWriter
+from vlash.quant.artifact import POLICY_FILES, base_info, copy_policy_files, tool_versions
+from vlash.quant.calibration import FrameSpec, policy_tasks
+from vlash.quant.onnx_quant import GRAPHS, calibration_feeds, quantize_dynamic, quantize_static
+
 from vlash.atomic import staged_directory
 from vlash.errors import ConfigError
 from vlash.policies.policy_dir import load_policy
+from vlash.policies.quantized.manifest import QuantManifest
+from vlash.policies.quantized.schemes import get_scheme
 
 ONNX_SCHEMES = ("onnx-int8-dynamic", "onnx-int8-static")
 
@@ -22,6 +24,28 @@ ONNX_SCHEMES = ("onnx-int8-dynamic", "onnx-int8-static")
 def default_calibration(metadata: dict) -> FrameSpec:
     """32 frames (8 episodes x 4) over the policy's training tasks, calibration seeds."""
     return FrameSpec(tasks=policy_tasks(metadata), episodes=8, frames_per_episode=4)
+
+
+def write_qdq_graphs(
+    directory: Path, manifest: ArtifactManifest, precision: str, target: Path, calibration: FrameSpec | None = None
+) -> None:
+    """TensorRT int8 / fp8: the artifact's graphs as QDQ graphs in `target` (a `QdqWriter` for
+    vlash.engines.tensorrt_build), calibrated on simulated frames of the policy's tasks; records the frames in
+    the manifest's notes."""
+    policy = load_policy(directory / POLICY_DIR)
+    spec = calibration or default_calibration(policy.metadata)
+    feeds = calibration_feeds(policy, spec)
+    for graph in GRAPHS:
+        source, out = directory / manifest.onnx[graph], target / manifest.onnx[graph]
+        quantize_static(source, out, graph, feeds[graph], fp8=precision == "fp8")
+    manifest.notes["calibration"] = spec.describe()
+
+
+def qdq_writer(calibration: FrameSpec | None = None) -> QdqWriter:
+    """`write_qdq_graphs` with a chosen calibration set."""
+    return lambda directory, manifest, precision, target: write_qdq_graphs(
+        directory, manifest, precision, target, calibration
+    )
 
 
 def quantize_graphs(

@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+from vlash.engines.base import Engine
 
-from engines.base import Engine
 from vlash.policies.policy_dir import LoadedPolicy
 
 
@@ -40,7 +40,7 @@ def rollout_stats(
     from vlash.eval.metrics import episode_metrics
     from vlash.eval.modes import ExecutionConfig
     from vlash.eval.policies import ModelPolicy
-    from vlash.server.runtime import PolicyRuntime
+    from vlash.runtime.policy_runtime import PolicyRuntime
 
     chunk_policy = ModelPolicy(policy)
     if engine is not None:  # same request path, other engine

@@ -34,8 +34,8 @@ class ThreadServer:
     def __init__(self, policy: str, threads: int, inject_ms: float) -> None:
         import torch
 
+        from vlash.runtime.loading import load_runtime
         from vlash.server.config import ServerConfig
-        from vlash.server.loading import load_runtime
         from vlash.server.requests import policy_metadata
         from vlash.server.server import PolicyServer
 

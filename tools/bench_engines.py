@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from vlash.engines.base import Engine
+from vlash.quant import bench_variants
 
-from engines.base import Engine
-from quant import bench_variants
 from vlash.bench import BenchSettings, make_engine, run_bench
 from vlash.devices import DeviceProfile, load_profile, model_floors
 from vlash.policies.pi05 import load_preset

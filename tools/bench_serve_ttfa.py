@@ -15,8 +15,8 @@ import torch
 
 from robot_io.client import PolicyClient
 from robot_io.protocol import Actions, Error, Infer
+from vlash.runtime.loading import load_runtime
 from vlash.server.config import ServerConfig
-from vlash.server.loading import load_runtime
 from vlash.server.requests import policy_metadata
 from vlash.server.server import PolicyServer
 

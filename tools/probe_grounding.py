@@ -32,6 +32,7 @@ from robot_io.sim import kinematics, make_env
 from robot_io.sim.tasks.base import COLORS
 from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05.config import load_preset
+from vlash.policies.word_tokenizer import train_tokenizer
 from vlash.train.config import TrainConfig
 from vlash.train.data import TrainingData, model_images
 from vlash.train.dataset import load_episodes, save_episodes
@@ -39,7 +40,6 @@ from vlash.train.episodes import record_episodes
 from vlash.train.errors import DatasetError
 from vlash.train.init import init_from_scratch, tokenizer_vocab
 from vlash.train.stats import dataset_normalizer
-from vlash.train.tokenizer_train import train_tokenizer
 from vlash.train.vision_aux import PatchLabelHead, dataset_labels, palette
 
 BATCH = 32

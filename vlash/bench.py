@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engines import create_engine
-from engines.base import Engine
 from vlash.devices import DeviceProfile, model_floors
+from vlash.engines import create_engine
+from vlash.engines.base import Engine
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05.config import Pi05Config
@@ -129,7 +129,7 @@ def make_engine(
         model = build_random(config, dtype=precision, device=device)
         return create_engine("torch", model=model, compile_mode=compile_mode, cuda_graphs=cuda_graphs)
     if artifact is None:
-        from engines.onnx_export import export_onnx
+        from vlash.engines.onnx_export import export_onnx
 
         artifact = Path(workdir or tempfile.mkdtemp(prefix="vlash-bench-")) / f"{config.name}-{precision}"
         export_onnx(build_random(config), artifact, precision=precision)

@@ -5,39 +5,48 @@
     obs, info = env.reset(seed=123)
     obs, reward, terminated, truncated, info = env.step(env.expert_action())
 
-Tasks: reach, track, whack, intercept (see robot_io/sim/tasks/). Uses numpy, OpenCV and gymnasium,
-never torch. Gymnasium ids: vlash/Reach-v0, vlash/Track-v0, vlash/Whack-v0, vlash/Intercept-v0.
+Tasks: reach, track, whack, intercept (see robot_io/sim/tasks/). The environment needs the `sim` extra
+(OpenCV and gymnasium, never torch); the arm's kinematics and its task space (robot_io.sim.kinematics,
+robot_io.sim.task_space) are numpy only, so a policy server can load a task-space policy without the
+simulator's dependencies: the names below are imported on first use. Gymnasium ids (registered on first
+use of the environment): vlash/Reach-v0, vlash/Track-v0, vlash/Whack-v0, vlash/Intercept-v0.
 """
 
-import gymnasium as gym
+from __future__ import annotations
 
-from robot_io.sim.arm import ArmState
-from robot_io.sim.config import ArmConfig, PlannerConfig
-from robot_io.sim.env import TASKS, ArmEnv, SimSnapshot, make_env
-from robot_io.sim.errors import SimActionError, SimConfigError, SimError, SimStateError
-from robot_io.sim.tasks import InterceptConfig, ReachConfig, TrackConfig, WhackConfig
+import importlib
+from typing import Any
 
-GYM_IDS: dict[str, str] = {task: f"vlash/{task.capitalize()}-v0" for task in TASKS}
+# public name -> module that defines it (imported on first access, PEP 562)
+_LAZY: dict[str, str] = {
+    "ArmState": "robot_io.sim.arm",
+    "ArmConfig": "robot_io.sim.config",
+    "PlannerConfig": "robot_io.sim.config",
+    "TASKS": "robot_io.sim.env",
+    "ArmEnv": "robot_io.sim.env",
+    "SimSnapshot": "robot_io.sim.env",
+    "make_env": "robot_io.sim.env",
+    "GYM_IDS": "robot_io.sim.env",
+    "SimActionError": "robot_io.sim.errors",
+    "SimConfigError": "robot_io.sim.errors",
+    "SimError": "robot_io.sim.errors",
+    "SimStateError": "robot_io.sim.errors",
+    "InterceptConfig": "robot_io.sim.tasks",
+    "ReachConfig": "robot_io.sim.tasks",
+    "TrackConfig": "robot_io.sim.tasks",
+    "WhackConfig": "robot_io.sim.tasks",
+}
 
-for _task, _env_id in GYM_IDS.items():
-    if _env_id not in gym.registry:
-        gym.register(id=_env_id, entry_point="robot_io.sim.env:ArmEnv", kwargs={"task": _task})
+__all__ = sorted(_LAZY)
 
-__all__ = [
-    "GYM_IDS",
-    "TASKS",
-    "ArmConfig",
-    "ArmEnv",
-    "ArmState",
-    "InterceptConfig",
-    "PlannerConfig",
-    "ReachConfig",
-    "SimActionError",
-    "SimConfigError",
-    "SimError",
-    "SimSnapshot",
-    "SimStateError",
-    "TrackConfig",
-    "WhackConfig",
-    "make_env",
-]
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'robot_io.sim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

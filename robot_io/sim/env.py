@@ -253,3 +253,10 @@ class ArmEnv(gym.Env):
 def make_env(task: str, seed: int | None = 0, image_size: int = 96, **kwargs: Any) -> ArmEnv:
     """Build an ArmEnv for one of TASKS; extra keyword arguments go to ArmEnv (arm, planner, task_config)."""
     return ArmEnv(task=task, seed=seed, image_size=image_size, **kwargs)
+
+
+GYM_IDS: dict[str, str] = {task: f"vlash/{task.capitalize()}-v0" for task in TASKS}
+
+for _task, _env_id in GYM_IDS.items():
+    if _env_id not in gym.registry:
+        gym.register(id=_env_id, entry_point="robot_io.sim.env:ArmEnv", kwargs={"task": _task})

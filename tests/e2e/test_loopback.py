@@ -17,7 +17,7 @@ from robot_io.protocol import Infer
 from robot_io.runner import RunConfig, Runner, run_robot
 from tests.e2e.conftest import serve, sim_robot
 from vlash.policies.image import resize_with_pad
-from vlash.server.runtime import ChunkRequest
+from vlash.runtime.policy_runtime import ChunkRequest
 
 RATE = 30.0
 PERIOD_S = 1 / RATE

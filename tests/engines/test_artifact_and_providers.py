@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from vlash.engines import available_engines, create_engine
+from vlash.engines.artifact import ArtifactManifest
 
-from engines import available_engines, create_engine
-from engines.artifact import ArtifactManifest
 from vlash.devices import load_profile
 from vlash.errors import ConfigError, EngineUnavailable
 
@@ -38,16 +38,16 @@ def test_manifest_names_a_missing_graph_file(tmp_path):
 
 def test_registry_declares_every_backend_and_names_the_extra(monkeypatch):
     assert {"torch", "onnxruntime", "tensorrt"} <= set(available_engines())
-    from engines import base
+    from vlash.engines import base
 
-    monkeypatch.setitem(base._REGISTRY, "tensorrt", ("engines.no_such_backend_module", "trt"))
+    monkeypatch.setitem(base._REGISTRY, "tensorrt", ("vlash.engines.no_such_backend_module", "trt"))
     with pytest.raises(EngineUnavailable, match=r"pip install vlash\[trt\]"):
         create_engine("tensorrt", artifact="x")
 
 
 def test_providers_follow_the_profile():
     pytest.importorskip("onnxruntime")
-    from engines.onnx_engine import choose_providers
+    from vlash.engines.onnx_engine import choose_providers
 
     cpu_only = ["CPUExecutionProvider"]
     assert choose_providers(None, cpu_only) == cpu_only

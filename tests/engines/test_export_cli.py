@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from vlash.engines import export as export_module
+from vlash.engines.artifact import ArtifactManifest
 
-from engines import export as export_module
-from engines.artifact import ArtifactManifest
 from vlash.cli.main import main
-from vlash.server.loading import example_request, load_runtime
+from vlash.runtime.loading import example_request, load_runtime
 
 pytest.importorskip("onnxruntime")
 
@@ -44,7 +44,7 @@ def test_a_failed_export_leaves_the_previous_artifact_whole(exported, monkeypatc
 
 
 def test_tensorrt_without_a_builder_is_a_clear_error(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(export_module, "TENSORRT_BUILDER", "engines.no_such_builder")
+    monkeypatch.setattr(export_module, "TENSORRT_BUILDER", "vlash.engines.no_such_builder")
     out = tmp_path / "trt"
     code = main(["export", "--policy", "pi05-tiny", "--random-weights", "--engine", "tensorrt", "--out", str(out)])
     assert code == 2 and "not available" in capsys.readouterr().err

@@ -2,8 +2,7 @@
 engine on a GPU."""
 
 import pytest
-
-from engines.artifact import ArtifactManifest
+from vlash.engines.artifact import ArtifactManifest
 
 
 @pytest.fixture(scope="module")
@@ -17,16 +16,19 @@ def trt():
 def test_build_plans_ahead_of_time_for_sm89(trt, onnx_artifact, tmp_path, precision):
     import shutil
 
-    from engines.tensorrt_build import build_plans
-    from engines.tensorrt_cache import EngineCache
-    from quant.calibration import FrameSpec
+    from vlash.engines.tensorrt_build import build_plans
+    from vlash.engines.tensorrt_cache import EngineCache
+    from vlash.quant.calibration import FrameSpec
+    from vlash.quant.onnx_artifact import qdq_writer
 
     artifact = tmp_path / "artifact"
     shutil.copytree(onnx_artifact, artifact)
     manifest = ArtifactManifest.load(artifact)
     cache = EngineCache(tmp_path / "cache")
     calibration = FrameSpec(tasks=("reach",), episodes=1, frames_per_episode=2)  # small: a build test
-    build_plans(artifact, manifest, precision, compute_capability="SM89", cache=cache, calibration=calibration)
+    build_plans(
+        artifact, manifest, precision, compute_capability="SM89", cache=cache, qdq_graphs=qdq_writer(calibration)
+    )
     assert manifest.engine == "tensorrt" and manifest.files == {"prefill": "prefill.plan", "denoise": "denoise.plan"}
     assert all((artifact / name).stat().st_size > 0 for name in manifest.files.values())
     assert manifest.notes["tensorrt"]["target"] == "aot-sm89"
@@ -36,7 +38,8 @@ def test_build_plans_ahead_of_time_for_sm89(trt, onnx_artifact, tmp_path, precis
 
 
 def test_unknown_compute_capability_is_a_config_error(trt, onnx_artifact):
-    from engines.tensorrt_build import build_engine
+    from vlash.engines.tensorrt_build import build_engine
+
     from vlash.errors import ConfigError
 
     with pytest.raises(ConfigError, match="SM90"):
@@ -49,9 +52,9 @@ def test_tensorrt_engine_matches_torch(onnx_artifact, tiny_model, tmp_path):
     import shutil
 
     import torch
+    from vlash.engines import create_engine
+    from vlash.engines.tensorrt_build import build_plans
 
-    from engines import create_engine
-    from engines.tensorrt_build import build_plans
     from vlash.policies.pi05.examples import random_inputs
 
     artifact = tmp_path / "artifact"

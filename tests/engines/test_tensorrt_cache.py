@@ -1,6 +1,6 @@
 """TensorRT engine cache keys: a changed model, precision, TensorRT version or GPU never reuses a plan."""
 
-from engines.tensorrt_cache import EngineCache, cache_key, model_hash, target_name
+from vlash.engines.tensorrt_cache import EngineCache, cache_key, model_hash, target_name
 
 
 def _graph(path, payload: bytes):

@@ -2,12 +2,12 @@ import json
 
 import pytest
 import torch
+from vlash.quant.api import open_quantized, quantize
 
-from quant.api import open_quantized, quantize
-from quant.linear import Int4WeightLinear, Int8WeightLinear
-from quant.manifest import MANIFEST_NAME, QuantManifest
 from vlash.errors import CheckpointError
 from vlash.policies.policy_dir import load_policy
+from vlash.policies.quantized.linear import Int4WeightLinear, Int8WeightLinear
+from vlash.policies.quantized.manifest import MANIFEST_NAME, QuantManifest
 
 
 def _manifest(**changes):
@@ -75,7 +75,7 @@ def test_quantizing_a_quantized_directory_is_refused(micro_policy_dir, tmp_path)
 
 
 def test_cli_scheme_list_matches_the_registry():
-    from quant.schemes import SCHEMES
     from vlash.cli.quantize_cmd import SCHEME_NAMES
+    from vlash.policies.quantized.schemes import SCHEMES
 
     assert tuple(SCHEMES) == SCHEME_NAMES

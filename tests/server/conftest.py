@@ -7,17 +7,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from vlash.engines import create_engine
 
-from engines import create_engine
 from tests.policies.builders import train_wordlevel_tokenizer
 from tests.torch_threads import torch_threads
 from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.policies.pi05 import load_preset
 from vlash.policies.policy_dir import load_policy, save_policy
+from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.config import ServerConfig
 from vlash.server.requests import policy_metadata
-from vlash.server.runtime import PolicyRuntime
 from vlash.server.server import PolicyServer
 
 MICRO = Path(__file__).parents[1] / "train" / "pi05-micro.yaml"  # ~0.1M parameters: fast on a busy CPU

@@ -8,8 +8,8 @@ import pytest
 from tests.server.conftest import MICRO
 from vlash.errors import CheckpointError, ConfigError
 from vlash.policies.shipped import available_shipped, shipped_policy_dir, shipped_root
+from vlash.runtime.loading import example_request, load_runtime, warm_up
 from vlash.server.config import ServerConfig
-from vlash.server.loading import example_request, load_runtime, warm_up
 
 
 def test_shipped_policies_resolve_next_to_the_package_and_unknown_names_list_the_available():

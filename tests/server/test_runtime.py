@@ -13,8 +13,8 @@ from vlash.eval.policies import ModelPolicy
 from vlash.eval.requests import GuidanceRequest, PlanRequest
 from vlash.policies.pi05.processor import Observation
 from vlash.policies.policy_dir import load_policy
+from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 from vlash.sampling import FlowSampler, GuidanceConfig, SamplerConfig
-from vlash.server.runtime import ChunkRequest, PolicyRuntime
 
 STATE = np.array([0.5, 1.25], np.float32)
 

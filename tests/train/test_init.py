@@ -6,8 +6,8 @@ import torch
 
 from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
+from vlash.policies.word_tokenizer import train_tokenizer
 from vlash.train.init import init_state_bin_embeddings, tokenizer_vocab
-from vlash.train.tokenizer_train import train_tokenizer
 
 
 def test_bin_rows_are_smooth_in_the_value(tmp_path):

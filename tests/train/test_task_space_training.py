@@ -30,9 +30,9 @@ def test_episodes_in_task_space_are_the_forward_kinematics_of_the_recorded_ones(
     space = trainer.simulator_task_space()
     e = reach_episodes[0]
     moved = in_task_space(e, space)
-    np.testing.assert_allclose(moved.states, space.positions(e.states))
-    np.testing.assert_allclose(moved.actions, space.positions(e.actions))
-    np.testing.assert_allclose(moved.tail, space.positions(e.tail))
+    np.testing.assert_allclose(moved.states, space.to_model(e.states))
+    np.testing.assert_allclose(moved.actions, space.to_model(e.actions))
+    np.testing.assert_allclose(moved.tail, space.to_model(e.tail))
     assert moved.images is e.images and moved.seed == e.seed and moved.instruction == e.instruction
 
 
@@ -44,15 +44,15 @@ def test_a_task_space_run_writes_a_policy_that_commands_joints(tmp_path, reach_e
     result = trainer.train(config, episodes=reach_episodes)  # the heads' labels replay the joint-space episodes
     assert result.metadata["target_aux_loss"] > 0
     policy = load_policy(result.out)
-    assert policy.processor.task_space == trainer.simulator_task_space()
+    assert policy.processor.transform == trainer.simulator_task_space()
     state_q99 = policy.processor.normalizer.feature("observation.state").stats["q99"]
-    assert (np.abs(state_q99) <= sum(policy.processor.task_space.link_lengths)).all()  # positions, not angles
+    assert (np.abs(state_q99) <= sum(policy.processor.transform.link_lengths)).all()  # positions, not angles
     env = make_env("reach", image_size=32)
     trace = EpisodeRunner(env, ModelPolicy(policy), ExecutionConfig(mode="sync", delay=0), task="reach").run(0)
     commands = np.array(trace.commands)
     assert commands.shape[1] == 2 and np.isfinite(commands).all()
     # joint targets within the arm's limits; the first chunk (s = 10 steps) stays on the elbow branch of the
     # reset state, or at full extension (elbow 0), where the observed state picks the next chunk's branch
-    limits = np.array(policy.processor.task_space.joint_limits, np.float32)
+    limits = np.array(policy.processor.transform.joint_limits, np.float32)
     assert ((commands >= limits[:, 0]) & (commands <= limits[:, 1])).all()
     assert (commands[:10, 1] * np.sign(trace.states[0][1]) >= 0).all() and (commands[:10, 1] != 0).any()

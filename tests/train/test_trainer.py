@@ -69,9 +69,9 @@ def test_short_run_lowers_the_loss_and_writes_a_loadable_policy(tmp_path, episod
 
 def test_relative_targets_are_taken_from_the_samples_future_state(tmp_path, episodes):
     """The training targets of a relative policy are what the processor makes of the absolute actions."""
+    from vlash.policies.word_tokenizer import train_tokenizer
     from vlash.train.data import TrainingData
     from vlash.train.stats import dataset_normalizer
-    from vlash.train.tokenizer_train import train_tokenizer
 
     config, spec = load_preset(MICRO), _config(tmp_path).sample_spec(50)
     normalizer = dataset_normalizer(episodes, relative_horizon=50)
@@ -204,9 +204,9 @@ def test_vision_probe_is_logged_and_does_not_change_training(tmp_path, episodes)
 
 
 def test_image_gain_is_zero_exactly_when_the_images_cannot_matter(tmp_path, episodes):
+    from vlash.policies.word_tokenizer import train_tokenizer
     from vlash.train.data import TrainingData
     from vlash.train.stats import dataset_normalizer
-    from vlash.train.tokenizer_train import train_tokenizer
     from vlash.train.vision_use import VisionProbe
 
     config, spec = load_preset(MICRO), _config(tmp_path).sample_spec(50)

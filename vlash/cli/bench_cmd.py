@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from engines import available_engines
-from engines.artifact import ArtifactManifest
 from vlash.bench import BenchReport, BenchSettings, make_engine, run_bench
 from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_device
+from vlash.engines import available_engines
+from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import DTYPES
 from vlash.policies.pi05 import available_presets, load_preset

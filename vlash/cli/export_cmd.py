@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engines.export import export_artifact  # torch + onnx: imported only when the command runs
+    from vlash.engines.export import export_artifact  # torch + onnx: imported only when the command runs
     from vlash.policies.shipped import shipped_policy_dir
 
     if args.random_weights and args.policy is None:
@@ -35,6 +35,11 @@ def run(args: argparse.Namespace) -> int:
         source = {"preset": args.policy}
     else:
         source = {"checkpoint": shipped_policy_dir(args.policy) if args.policy else args.checkpoint}
+    qdq = None
+    if args.engine == "tensorrt" and args.precision in ("int8", "fp8"):  # calibrated on simulated frames
+        from vlash.quant.onnx_artifact import qdq_writer
+
+        qdq = qdq_writer()
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
@@ -46,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
             batch=args.batch,
             model_id=args.policy or "",
             progress=lambda fraction, label: bar.update(task, completed=fraction, description=label),
+            qdq_graphs=qdq,
             **source,
         )
     files = ", ".join(sorted(set(manifest.files.values()) | set(manifest.onnx.values())))

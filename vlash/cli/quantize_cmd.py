@@ -19,7 +19,7 @@ SCHEME_NAMES = (
     "trt-bf16",
     "trt-fp8",
     "trt-int8",
-)  # = quant.schemes.SCHEMES (tests check); listed here so --help imports nothing heavy
+)  # = vlash.policies.quantized.schemes.SCHEMES (tests check); listed here so --help imports nothing heavy
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,8 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _source(args: argparse.Namespace, tmp: Path) -> Path:
+    from vlash.policies.random_policy import write_random_policy
     from vlash.policies.shipped import shipped_policy_dir
-    from vlash.server.random_policy import write_random_policy
 
     if args.random_weights:
         if args.policy is None:
@@ -59,7 +59,7 @@ def _source(args: argparse.Namespace, tmp: Path) -> Path:
 
 
 def _thresholds(args: argparse.Namespace):
-    from quant.fidelity import GateThresholds
+    from vlash.quant.fidelity import GateThresholds
 
     given = {
         "min_cosine": args.min_cosine,
@@ -72,11 +72,11 @@ def _thresholds(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from engines import create_engine
-    from quant.api import open_quantized, quantize, record_fidelity
-    from quant.calibration import FrameSpec, policy_tasks
-    from quant.check import check_variant, format_table, is_trained
+    from vlash.engines import create_engine
     from vlash.policies.policy_dir import load_policy
+    from vlash.quant.api import open_quantized, quantize, record_fidelity
+    from vlash.quant.calibration import FrameSpec, policy_tasks
+    from vlash.quant.check import check_variant, format_table, is_trained
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import torch
 
-from engines import available_engines
+from vlash.engines import available_engines
 from vlash.policies.checkpoint import DTYPES
+from vlash.runtime.loading import load_runtime
 from vlash.server.config import ServerConfig
-from vlash.server.loading import load_runtime
 from vlash.server.requests import policy_metadata
 from vlash.server.server import PolicyServer
 

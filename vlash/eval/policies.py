@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines.base import create_engine
+from vlash.engines.base import create_engine
 from vlash.eval.requests import PlanRequest, PlanResult
 from vlash.policies.policy_dir import LoadedPolicy
+from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 from vlash.sampling import PREFIX
-from vlash.server.runtime import ChunkRequest, PolicyRuntime
 
 
 class OraclePolicy:
@@ -37,7 +37,7 @@ class OraclePolicy:
 class ModelPolicy:
     """A trained pi0.5 policy directory behind the harness's request interface (torch engine, eager).
 
-    Requests go through `vlash.server.runtime.PolicyRuntime`, the same request -> chunk path as the server.
+    Requests go through `vlash.runtime.policy_runtime.PolicyRuntime`, the same request -> chunk path as the server.
     """
 
     def __init__(self, policy: LoadedPolicy, num_steps: int | None = None, guidance_weight: float = 5.0) -> None:

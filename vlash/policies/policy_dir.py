@@ -30,8 +30,8 @@ from vlash.policies.pi05.config import Pi05Config, config_from_dict, load_preset
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.pi05.processor import Pi05Processor
 from vlash.policies.stats_io import load_lerobot_normalizer, load_stats, save_stats
-from vlash.policies.task_space import PlanarArmTaskSpace
 from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
+from vlash.policies.transforms import StateActionTransform, load_transform
 
 FORMAT = "vlash.policy/1"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
@@ -58,11 +58,11 @@ def save_policy(
     metadata: dict[str, Any] | None = None,
     extra_files: Mapping[str, str] | None = None,
     relative_mask: tuple[bool, ...] | None = None,
-    task_space: PlanarArmTaskSpace | None = None,
+    transform: StateActionTransform | None = None,
 ) -> Path:
     """Write a complete vlash policy directory (plus `extra_files`: name -> text, e.g. a training log);
     an existing one is replaced only once the new one is whole. `relative_mask`: action dims the model
-    predicts relative to the state; `task_space`: the model plans end-effector positions (see `Pi05Processor`)."""
+    predicts relative to the state; `transform`: the model's space when it is not the joints (see `Pi05Processor`)."""
     tokenizer_file = Path(tokenizer_file)
     if tokenizer_file.name not in TOKENIZER_FILES or not tokenizer_file.is_file():
         raise CheckpointError(
@@ -75,7 +75,7 @@ def save_policy(
             "action_dims": action_dims,
             "state_dims": state_dims,
             "relative_mask": None if relative_mask is None else [bool(m) for m in relative_mask],
-            "task_space": None if task_space is None else task_space.to_dict(),
+            "transform": None if transform is None else transform.to_dict(),
         },
         "metadata": metadata or {},
     }
@@ -117,8 +117,10 @@ def _load_vlash(path: Path, dtype: str | torch.dtype, device: str | torch.device
     if not isinstance(doc.get("policy"), dict):
         raise CheckpointError(f"{path / 'config.yaml'} has no 'policy' section")
     config = config_from_dict(doc["policy"])
-    if (path / "quant.json").is_file():  # a quantized artifact (quant/manifest.py): weight-only int8/int4 layers
-        from quant.torch_quant import load_quantized_model
+    if (
+        path / "quant.json"
+    ).is_file():  # a quantized artifact (vlash/policies/quantized/manifest.py): weight-only int8/int4 layers
+        from vlash.policies.quantized.loading import load_quantized_model
 
         model = load_quantized_model(config, path, dtype=dtype, device=device)
     else:
@@ -127,14 +129,14 @@ def _load_vlash(path: Path, dtype: str | torch.dtype, device: str | torch.device
     encoder = Pi05PromptEncoder(
         PromptTokenizer.from_dir(path), max_len=config.max_token_len, state_dims=proc.get("state_dims")
     )
-    mask, space = proc.get("relative_mask"), proc.get("task_space")
+    mask, space = proc.get("relative_mask"), proc.get("transform")
     processor = Pi05Processor(
         config,
         load_stats(path / "stats.safetensors"),
         encoder,
         action_dims=proc.get("action_dims", config.action_dim),
         relative_mask=None if mask is None else tuple(mask),
-        task_space=None if space is None else PlanarArmTaskSpace.from_dict(space),
+        transform=None if space is None else load_transform(space, str(path / "config.yaml")),
     )
     return LoadedPolicy(model, processor, doc.get("metadata", {}))
 

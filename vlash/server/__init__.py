@@ -1,2 +1,2 @@
-"""The policy server: `runtime` (request -> stream of final actions, shared with the evaluation harness),
-`server` (ZeroMQ ROUTER + model thread), `config`, `loading` (what `vlash serve` loads), `random_policy`."""
+"""The policy server: `server` (ZeroMQ ROUTER + model thread), `worker`, `jobs`, `requests`, `config`, `stats`.
+The request -> chunk path it runs lives in vlash.runtime."""

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from robot_io.protocol import CameraSpec, ErrorCode, Infer, MessageError, Metadata, validate_infer
-from vlash.server.runtime import ChunkRequest, PolicyRuntime
+from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 
 DEFAULT_CONTROL_RATE_HZ = 50.0
 

@@ -31,11 +31,11 @@ from robot_io.protocol import (
     encode,
 )
 from vlash.errors import ConfigError, ServerError
+from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.config import ServerConfig
 from vlash.server.curve import CurveServer
 from vlash.server.jobs import Job, JobQueue
 from vlash.server.requests import check_infer
-from vlash.server.runtime import PolicyRuntime
 from vlash.server.stats import ServerStats
 from vlash.server.worker import InferenceWorker
 

@@ -10,10 +10,10 @@ import time
 import zmq
 
 from robot_io.protocol import Actions, Error, ErrorCode, encode
+from vlash.runtime.loading import warm_up
+from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.jobs import SUPERSEDED, Job, JobQueue
-from vlash.server.loading import warm_up
 from vlash.server.requests import to_chunk_request
-from vlash.server.runtime import PolicyRuntime
 from vlash.server.stats import ServerStats
 
 log = logging.getLogger(__name__)

@@ -2,13 +2,13 @@
 training-time RTC prefix and FASTER's horizon-aware mix). Entry point: `train(TrainConfig(...))` or
 `vlash train`."""
 
+from vlash.policies.word_tokenizer import train_tokenizer
 from vlash.train.config import TrainConfig, TrainResult
 from vlash.train.dataset import load_episodes, save_episodes
 from vlash.train.episodes import Episode, record_episodes, success_rate
 from vlash.train.errors import DatasetError, TrainError
 from vlash.train.samples import FrameTable, Sample, SampleBatch, SampleSpec, build_sample
 from vlash.train.stats import dataset_normalizer
-from vlash.train.tokenizer_train import train_tokenizer
 from vlash.train.trainer import train
 
 __all__ = [

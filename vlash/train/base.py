@@ -15,9 +15,9 @@ from pathlib import Path
 from vlash.policies.checkpoint import load_model
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
+from vlash.policies.word_tokenizer import instruction_words
 from vlash.train.errors import ConfigError
 from vlash.train.init import tokenizer_vocab
-from vlash.train.tokenizer_train import instruction_words
 
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"

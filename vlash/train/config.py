@@ -83,7 +83,7 @@ class TrainConfig:
     progress: bool = True  # draw progress bars
     trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
     relative_actions: bool = True  # predict the chunk relative to the given state (openpi's DeltaActions)
-    # plan end-effector positions instead of joint angles (vlash.policies.task_space): states and actions are
+    # plan end-effector positions instead of joint angles (robot_io.sim.task_space): states and actions are
     # mapped by the simulator arm's kinematics; the robot still sends joints and receives joint chunks
     task_space: bool = False
     # label chunks past an episode's end with the expert's plan from its final state (Episode.tail, H steps)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from vlash.policies.task_space import PlanarArmTaskSpace
+from robot_io.sim.task_space import PlanarArmTaskSpace
 from vlash.train.errors import DatasetError, TrainError
 from vlash.train.progress import progress_bar
 
@@ -200,12 +200,12 @@ def record_episodes(
 def in_task_space(episode: Episode, space: PlanarArmTaskSpace) -> Episode:
     """The episode as a task-space policy learns it: states, actions, tail and plans as end-effector positions
     (images and seed unchanged; a replay in the simulator needs the joint-space original)."""
-    tail = None if episode.tail is None else space.positions(episode.tail)
-    plans = None if episode.plans is None else space.positions(episode.plans)
+    tail = None if episode.tail is None else space.to_model(episode.tail)
+    plans = None if episode.plans is None else space.to_model(episode.plans)
     return dataclasses.replace(
         episode,
-        states=space.positions(episode.states),
-        actions=space.positions(episode.actions),
+        states=space.to_model(episode.states),
+        actions=space.to_model(episode.actions),
         tail=tail,
         plans=plans,
     )

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from vlash.policies.pi05.model import Pi05Model
-from vlash.train.tokenizer_train import STATE_BINS
+from vlash.policies.word_tokenizer import STATE_BINS
 
 MIN_CYCLES = 0.25  # lowest frequency: a quarter period over [-1, 1] (monotone in the value)
 MAX_CYCLES = 64.0  # highest: a period of 4 bins (fine resolution)

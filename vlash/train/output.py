@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
+from robot_io.sim.task_space import PlanarArmTaskSpace
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.policy_dir import save_policy
-from vlash.policies.task_space import PlanarArmTaskSpace
 
 TRAIN_LOG = "train_log.json"
 
@@ -75,6 +75,6 @@ def write_policy(
         plain(metadata),
         extra_files={TRAIN_LOG: json.dumps(plain(train_log))},
         relative_mask=relative_mask,
-        task_space=task_space,
+        transform=task_space,
     )
     return target

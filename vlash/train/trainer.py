@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_io.sim.task_space import PlanarArmTaskSpace
 from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.model import Pi05Model
-from vlash.policies.task_space import PlanarArmTaskSpace
+from vlash.policies.word_tokenizer import train_tokenizer
 from vlash.train.base import base_tokenizer, load_base_model
 from vlash.train.config import AUX_WEIGHTS, TrainConfig, TrainResult
 from vlash.train.data import TrainBatch, TrainingData
@@ -37,7 +38,6 @@ from vlash.train.init import init_from_scratch, init_state_bin_embeddings, token
 from vlash.train.output import git_commit, with_config, write_policy
 from vlash.train.progress import progress_bar
 from vlash.train.stats import dataset_normalizer
-from vlash.train.tokenizer_train import train_tokenizer
 from vlash.train.vision_aux import (
     FeatureTap,
     NamedPatchHead,

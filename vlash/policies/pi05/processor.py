@@ -5,8 +5,9 @@ Action space: the robot always sends and receives absolute actions. A policy may
 relative to the state it was given (openpi's DeltaActions: `a_k - s` for every action of the chunk,
 `relative_mask` True for those dims); `to_model_actions` and `postprocess` convert with the state of the
 request, so a relative policy's first action sits at the given state by construction. A policy may also
-plan in the arm's task space (`task_space`, vlash.policies.task_space): states and given actions are mapped
-to end-effector positions before normalization, and its chunk back to joints after it.
+see and predict another space than the joints (`transform`, vlash.policies.transforms; e.g. the planar arm's
+end-effector positions): states and given actions are mapped into it before normalization, and its chunk back
+to joints after it. Relative actions and `relative_mask` are in the model's space.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from vlash.policies.image import to_model_image
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Inputs
-from vlash.policies.task_space import PlanarArmTaskSpace
 from vlash.policies.tokenizer import Pi05PromptEncoder
+from vlash.policies.transforms import StateActionTransform
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class Pi05Processor:
     action_key: str = "action"  # normalizer key of the actions
     antialias: bool = True  # openpi resizes with antialiasing; LeRobot fine-tunes were trained without
     relative_mask: tuple[bool, ...] | None = None  # per action dim: predicted relative to the state (None: absolute)
-    task_space: PlanarArmTaskSpace | None = None  # the model sees and predicts end-effector positions (None: joints)
+    transform: StateActionTransform | None = None  # the model's space differs from the joints (None: joints)
     _warned_cameras: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
@@ -57,13 +58,19 @@ class Pi05Processor:
         for key in (self.state_key, self.action_key):
             if key not in self.normalizer:
                 raise ShapeError(f"normalizer has no stats for {key!r} (has {self.normalizer.keys})")
+        if self.transform is not None and self.action_dims != self.transform.robot_dims:
+            kind, dims = self.transform.kind, self.transform.robot_dims
+            raise ShapeError(f"transform {kind!r} acts on {dims} action dims, the policy has {self.action_dims}")
         if self.relative_mask is not None:
             self.relative_mask = tuple(bool(m) for m in self.relative_mask)
-            if len(self.relative_mask) != self.action_dims:
-                count = len(self.relative_mask)
-                raise ShapeError(f"relative_mask has {count} entries, action_dims is {self.action_dims}")
-        if self.task_space is not None and self.action_dims != 2:
-            raise ShapeError(f"a planar-arm task space has 2 action dims, the policy has {self.action_dims}")
+            if len(self.relative_mask) != self.model_action_dims:
+                count, dims = len(self.relative_mask), self.model_action_dims
+                raise ShapeError(f"relative_mask has {count} entries, the model predicts {dims} action dims")
+
+    @property
+    def model_action_dims(self) -> int:
+        """Real action entries of the model's chunk (the transform's space when there is one)."""
+        return self.action_dims if self.transform is None else self.transform.model_dims
 
     @property
     def relative(self) -> bool:
@@ -71,29 +78,30 @@ class Pi05Processor:
         return self.relative_mask is not None and any(self.relative_mask)
 
     def _model_state(self, states: np.ndarray) -> np.ndarray:
-        """Robot joint states [..., D] -> the states the model sees (end-effector positions in task space)."""
+        """Robot joint states [..., D] -> the states the model sees (the transform's space when there is one)."""
         states = np.asarray(states, dtype=np.float32)
-        return states if self.task_space is None else self.task_space.positions(states)
+        return states if self.transform is None else self.transform.to_model(states[..., : self.transform.robot_dims])
 
     def _state_offset(self, states: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
-        """[..., 1, action_dims] to add to relative actions (zeros on absolute dims); None for absolute policies.
-        `states` are robot joint states."""
+        """[..., 1, model_action_dims] to add to relative actions (zeros on absolute dims); None for absolute
+        policies. `states` are robot joint states."""
         if not self.relative:
             return None
         if states is None:
             raise ShapeError("this policy predicts actions relative to the state: pass the request's state")
         states = self._model_state(states)
-        if states.shape[-1] < self.action_dims or states.shape[:-1] != shape[:-2]:
-            raise ShapeError(f"state shape {states.shape} does not match actions {shape} ({self.action_dims} dims)")
+        dims = self.model_action_dims
+        if states.shape[-1] < dims or states.shape[:-1] != shape[:-2]:
+            raise ShapeError(f"state shape {states.shape} does not match actions {shape} ({dims} dims)")
         mask = np.array(self.relative_mask, dtype=np.float32)
-        return (states[..., : self.action_dims] * mask)[..., None, :]
+        return (states[..., :dims] * mask)[..., None, :]
 
     def to_model_actions(self, actions: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
         """Absolute robot-unit actions [..., n, action_dims] -> normalized model actions (same shape); `states`
         [..., D] are the states the request carried (needed by relative policies)."""
         actions = np.asarray(actions, dtype=np.float32)
-        if self.task_space is not None:
-            actions = self.task_space.positions(actions)
+        if self.transform is not None:
+            actions = self.transform.to_model(actions)
         offset = self._state_offset(states, actions.shape)
         if offset is not None:
             actions = actions - offset
@@ -139,12 +147,12 @@ class Pi05Processor:
     def postprocess(self, actions: torch.Tensor, states: np.ndarray | None = None) -> np.ndarray:
         """Model actions fp32 [B, H, action_dim] (normalized, padded) -> absolute robot units [B, H, action_dims];
         `states` [B, D] are the states the observations carried (needed by relative policies)."""
-        real = actions[..., : self.action_dims].detach().float().cpu().numpy()
+        real = actions[..., : self.model_action_dims].detach().float().cpu().numpy()
         out = self.normalizer.unnormalize(self.action_key, real)
         offset = self._state_offset(states, out.shape)
         out = out if offset is None else out + offset
-        if self.task_space is None:
+        if self.transform is None:
             return out
         if states is None:
-            raise ShapeError("this policy plans in task space: pass the request's joint state")
-        return self.task_space.joints(out, np.asarray(states, dtype=np.float32)[..., :2])
+            raise ShapeError(f"this policy plans through transform {self.transform.kind!r}: pass the request's state")
+        return self.transform.to_robot(out, np.asarray(states, dtype=np.float32)[..., : self.transform.robot_dims])

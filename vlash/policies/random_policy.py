@@ -16,6 +16,7 @@ from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.processor import Pi05Processor
 from vlash.policies.policy_dir import LoadedPolicy, save_policy
 from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
+from vlash.policies.word_tokenizer import train_tokenizer
 
 DEFAULT_INSTRUCTIONS = ("go to the goal", "pick up the red cube", "push the block to the target")
 
@@ -32,8 +33,6 @@ def identity_normalizer(state_dims: int, action_dims: int) -> Normalizer:
 
 def write_tokenizer(directory: str | Path, instructions: Sequence[str] = DEFAULT_INSTRUCTIONS) -> Path:
     """A tokenizer.json covering `instructions` (and the pi0.5 prompt scaffolding) in `directory`."""
-    from vlash.train.tokenizer_train import train_tokenizer
-
     return train_tokenizer(instructions, directory)
 
 

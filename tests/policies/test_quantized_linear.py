@@ -3,8 +3,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from quant.linear import Int4WeightLinear, Int8WeightLinear
-from quant.packing import dequantize_int4, dequantize_int8
+from vlash.policies.quantized.linear import Int4WeightLinear, Int8WeightLinear
+from vlash.policies.quantized.packing import dequantize_int4, dequantize_int8
 
 
 @pytest.mark.parametrize("bias", [True, False])

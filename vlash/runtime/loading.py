@@ -1,5 +1,5 @@
-"""Build a `PolicyRuntime` from what `vlash serve` is told: a shipped policy, a directory, or a preset with
-random weights; warm it up on a synthetic request."""
+"""Build a `PolicyRuntime` from what `vlash serve` is told: a shipped policy, a directory, an exported artifact
+or a preset with random weights; warm it up on a synthetic request."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from pathlib import Path
 
 import numpy as np
 
-from engines import create_engine
-from engines.artifact import POLICY_DIR, ArtifactManifest, is_artifact
 from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_device
+from vlash.engines import create_engine
+from vlash.engines.artifact import POLICY_DIR, ArtifactManifest, is_artifact
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import resolve_dtype
 from vlash.policies.policy_dir import LoadedPolicy, load_policy
+from vlash.policies.random_policy import random_policy
 from vlash.policies.shipped import shipped_policy_dir
-from vlash.server.random_policy import random_policy
-from vlash.server.runtime import ChunkRequest, PolicyRuntime
+from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 
 
 @dataclass

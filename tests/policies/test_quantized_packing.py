@@ -1,8 +1,15 @@
 import pytest
 import torch
 
-from quant.packing import dequantize_int4, dequantize_int8, pack_int4, quantize_int4, quantize_int8, unpack_int4
 from vlash.errors import ConfigError
+from vlash.policies.quantized.packing import (
+    dequantize_int4,
+    dequantize_int8,
+    pack_int4,
+    quantize_int4,
+    quantize_int8,
+    unpack_int4,
+)
 
 
 def test_int4_pack_round_trip_covers_every_value():

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from vlash.policies.pi05 import load_preset
-from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
-from vlash.train.errors import TrainError
-from vlash.train.tokenizer_train import SPECIALS, train_tokenizer
+from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
+from vlash.policies.word_tokenizer import SPECIALS, train_tokenizer
 
 UNK = SPECIALS.index("<unk>")
 
@@ -50,5 +49,5 @@ def test_ids_do_not_depend_on_instruction_order(tmp_path):
 
 def test_too_many_words_is_an_error(tmp_path):
     words = [f"w{i}" for i in range(1000)]
-    with pytest.raises(TrainError, match="vocabulary"):
+    with pytest.raises(TokenizerError, match="vocabulary"):
         train_tokenizer([" ".join(words)], tmp_path, max_vocab=1024)

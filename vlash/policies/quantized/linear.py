@@ -10,7 +10,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from quant.packing import check_group_size, dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
+from vlash.policies.quantized.packing import (
+    check_group_size,
+    dequantize_int4,
+    dequantize_int8,
+    quantize_int4,
+    quantize_int8,
+)
 
 
 class _WeightOnlyLinear(nn.Module):

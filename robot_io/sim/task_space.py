@@ -1,4 +1,4 @@
-"""A policy that plans in the arm's task space while the robot speaks joint positions.
+"""The planar arm's task space as a policy transform (kind "planar_arm", see vlash.policies.transforms).
 
 The robot always sends joint states and receives joint-position chunks. A task-space policy sees the
 end effector's position instead of the joints (forward kinematics of the state, and of any committed or
@@ -9,19 +9,21 @@ the reachable annulus, as `robot_io.sim.kinematics.inverse` does).
 
 Why: where a target is in the image maps to where the end effector must go by a translation, but to the
 joint angles only through the arm's inverse kinematics. A small policy trained for minutes learns the first
-far more precisely (docs/EVALUATION.md, session 8).
+far more precisely (docs/EVALUATION.md).
+
+numpy only (no gymnasium, no OpenCV): a server loads it when a policy directory names "planar_arm".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from robot_io.errors import ShapeError
 from robot_io.sim import kinematics
-from vlash.errors import ShapeError
 
 KIND = "planar_arm"  # the kind name written to a policy directory's config.yaml
 
@@ -32,6 +34,9 @@ class PlanarArmTaskSpace:
 
     link_lengths: tuple[float, float]  # shoulder->elbow, elbow->end effector (world units)
     joint_limits: tuple[tuple[float, float], tuple[float, float]]  # [rad] (low, high) per joint
+    kind: ClassVar[str] = KIND  # the transform kind a policy directory names
+    robot_dims: ClassVar[int] = 2  # joint values per state / action vector
+    model_dims: ClassVar[int] = 2  # end-effector (x, y) per vector
 
     def __post_init__(self) -> None:
         links = tuple(float(x) for x in self.link_lengths)
@@ -51,21 +56,24 @@ class PlanarArmTaskSpace:
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> PlanarArmTaskSpace:
         if doc.get("kind") != KIND:
-            raise ShapeError(f"unknown task space kind {doc.get('kind')!r}; known: {KIND!r}")
-        return cls(tuple(doc["link_lengths"]), tuple(tuple(lim) for lim in doc["joint_limits"]))
+            raise ShapeError(f"a planar-arm task space has kind {KIND!r}, got {doc.get('kind')!r}")
+        try:
+            return cls(tuple(doc["link_lengths"]), tuple(tuple(lim) for lim in doc["joint_limits"]))
+        except (KeyError, TypeError) as exc:
+            raise ShapeError(f"planar-arm task space needs link_lengths and joint_limits, got {dict(doc)!r}") from exc
 
     def to_dict(self) -> dict[str, Any]:
         limits = [list(pair) for pair in self.joint_limits]
         return {"kind": KIND, "link_lengths": list(self.link_lengths), "joint_limits": limits}
 
-    def positions(self, joints: np.ndarray) -> np.ndarray:
+    def to_model(self, joints: np.ndarray) -> np.ndarray:
         """End-effector positions float32 [..., 2] of joint vectors [..., 2] (states or joint-position actions)."""
         joints = np.asarray(joints)
         if joints.shape[-1:] != (2,):
             raise ShapeError(f"a planar-arm task space needs 2 joint values per vector, got shape {joints.shape}")
         return kinematics.forward(joints, self.link_lengths).astype(np.float32)
 
-    def joints(self, positions: np.ndarray, start: np.ndarray) -> np.ndarray:
+    def to_robot(self, positions: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Joint-position chunks float32 [..., H, 2] reaching positions [..., H, 2], all on the elbow branch of
         `start` [..., 2] (the joint state the chunk starts from); joint 0 of step k is the 2*pi-equivalent nearest
         to step k - 1's (step 0: the start's), so a chunk never jumps a turn."""

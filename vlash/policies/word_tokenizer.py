@@ -18,8 +18,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from vlash.policies.tokenizer import clean_prompt
-from vlash.train.errors import TrainError
+from vlash.policies.tokenizer import TokenizerError, clean_prompt
 
 SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>")  # Gemma's order: pad 0, eos 1, bos 2, unk 3
 STATE_BINS = tuple(str(i) for i in range(-1, 256))  # discretize_state gives -1..255
@@ -51,7 +50,9 @@ def train_tokenizer(instructions: Iterable[str], path: str | os.PathLike[str], m
 
     vocab = build_vocab(instructions)
     if len(vocab) > max_vocab:
-        raise TrainError(f"the instructions need {len(vocab)} tokens, more than the policy's vocabulary of {max_vocab}")
+        raise TokenizerError(
+            f"the instructions need {len(vocab)} tokens, more than the policy's vocabulary of {max_vocab}"
+        )
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated")]

@@ -2,7 +2,7 @@
 
 The scheme lives here, never in a file name. Format "vlash.quant/1":
     format       "vlash.quant/1"
-    scheme       one of quant.schemes.SCHEMES, e.g. "torch-int8"
+    scheme       one of vlash.policies.quantized.schemes.SCHEMES, e.g. "torch-int8"
     engine       the engine that runs the artifact: "torch" | "onnxruntime" | "tensorrt"
     base         {"policy": config name, "model_sha256": hash of the fp32 source weights, "source": path}
     layers       module (torch) or MatMul node (ONNX) name -> {"dtype": "int8" | "int4" | "fp8",
@@ -32,7 +32,7 @@ LAYER_DTYPES = ("int8", "int4", "fp8")
 
 @dataclass
 class QuantManifest:
-    scheme: str  # quant.schemes name, e.g. "torch-int8"
+    scheme: str  # a schemes.SCHEMES name, e.g. "torch-int8"
     engine: str  # engine that runs the artifact
     base: dict[str, Any]  # {"policy", "model_sha256", "source"}
     layers: dict[str, dict[str, Any]] = field(default_factory=dict)  # module -> {"dtype", "granularity", ...}
@@ -44,7 +44,7 @@ class QuantManifest:
     format: str = FORMAT
 
     def __post_init__(self) -> None:
-        from quant.schemes import SCHEMES  # late: schemes imports nothing heavy, but keep the manifest leaf-like
+        from vlash.policies.quantized.schemes import SCHEMES  # late: keeps the manifest importable on its own
 
         if self.format != FORMAT:
             raise CheckpointError(f"quant manifest format is {self.format!r}, this vlash reads {FORMAT!r}")

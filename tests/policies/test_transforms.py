@@ -1,4 +1,5 @@
-"""Task-space policies: the model sees and predicts end-effector positions, the robot joints."""
+"""Policy transforms: a task-space policy sees and predicts end-effector positions, the robot joints; the transform
+is named in the policy directory and loaded only then."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import torch
 
 from robot_io.sim import kinematics
 from robot_io.sim.config import ArmConfig
+from robot_io.sim.task_space import PlanarArmTaskSpace
 from vlash.errors import ShapeError
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.policies.pi05.processor import Observation, Pi05Processor
 from vlash.policies.policy_dir import load_policy, save_policy
-from vlash.policies.task_space import PlanarArmTaskSpace
 from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
 
 SPACE = PlanarArmTaskSpace.from_arm(ArmConfig())
@@ -27,38 +28,38 @@ def _chunk(start: np.ndarray, end: np.ndarray, steps: int = 20) -> np.ndarray:
 @pytest.mark.parametrize("elbow", [1.3, -1.3])
 def test_a_joint_chunk_survives_the_round_trip_on_its_own_elbow_branch(elbow):
     q = _chunk(np.array([0.2, elbow]), np.array([2.0, 0.5 * elbow]))
-    positions = SPACE.positions(q)
+    positions = SPACE.to_model(q)
     np.testing.assert_allclose(positions, kinematics.forward(q, ArmConfig().link_lengths), atol=1e-6)
-    back = SPACE.joints(positions, q[0])
+    back = SPACE.to_robot(positions, q[0])
     np.testing.assert_allclose(back, q, atol=1e-5)
     # started from the other branch, the same positions give the mirrored elbow
-    mirrored = SPACE.joints(positions, q[0] * np.array([1.0, -1.0]))
+    mirrored = SPACE.to_robot(positions, q[0] * np.array([1.0, -1.0]))
     assert (np.sign(mirrored[:, 1]) == -np.sign(elbow)).all()
-    np.testing.assert_allclose(SPACE.positions(mirrored), positions, atol=1e-5)
+    np.testing.assert_allclose(SPACE.to_model(mirrored), positions, atol=1e-5)
 
 
 def test_joint_0_stays_continuous_past_pi_and_batches_solve_each_row_from_its_own_start():
     q = _chunk(np.array([math.pi - 0.3, 1.0]), np.array([math.pi + 0.4, 1.2]))  # crosses +pi without a wrap
     batch = np.stack([q, q - np.array([2 * math.pi, 0.0], np.float32)])  # the same pose, 2 pi lower
-    back = SPACE.joints(SPACE.positions(batch), batch[:, 0])
+    back = SPACE.to_robot(SPACE.to_model(batch), batch[:, 0])
     np.testing.assert_allclose(back, batch, atol=1e-5)
     assert np.abs(np.diff(back[..., 0], axis=-1)).max() < 0.1
 
 
 def test_unreachable_positions_are_projected_and_bad_shapes_are_refused():
     far = np.array([[3.0, 0.0]], np.float32)
-    q = SPACE.joints(far, np.array([0.0, 0.5]))
-    np.testing.assert_allclose(SPACE.positions(q)[0], [sum(ArmConfig().link_lengths), 0.0], atol=1e-4)
+    q = SPACE.to_robot(far, np.array([0.0, 0.5]))
+    np.testing.assert_allclose(SPACE.to_model(q)[0], [sum(ArmConfig().link_lengths), 0.0], atol=1e-4)
     with pytest.raises(ShapeError, match="2 joint values"):
-        SPACE.positions(np.zeros((4, 3)))
+        SPACE.to_model(np.zeros((4, 3)))
     with pytest.raises(ShapeError, match="need positions"):
-        SPACE.joints(np.zeros((2, 5, 2)), np.zeros(2))
+        SPACE.to_robot(np.zeros((2, 5, 2)), np.zeros(2))
     with pytest.raises(ShapeError, match="link_lengths"):
         PlanarArmTaskSpace((0.5, -0.4), ((-1.0, 1.0), (-1.0, 1.0)))
     with pytest.raises(ShapeError, match="joint_limits"):
         PlanarArmTaskSpace((0.5, 0.4), ((1.0, -1.0), (-1.0, 1.0)))
     assert PlanarArmTaskSpace.from_dict(SPACE.to_dict()) == SPACE
-    with pytest.raises(ShapeError, match="unknown task space kind 'scara'"):
+    with pytest.raises(ShapeError, match="'scara'"):
         PlanarArmTaskSpace.from_dict({**SPACE.to_dict(), "kind": "scara"})
 
 
@@ -74,7 +75,7 @@ def _normalizer() -> Normalizer:
 
 def _processor(config, tokenizer_dir, space: PlanarArmTaskSpace | None) -> Pi05Processor:
     encoder = Pi05PromptEncoder(PromptTokenizer.from_dir(tokenizer_dir), config.max_token_len, state_dims=2)
-    return Pi05Processor(config, _normalizer(), encoder, action_dims=2, relative_mask=(True, True), task_space=space)
+    return Pi05Processor(config, _normalizer(), encoder, action_dims=2, relative_mask=(True, True), transform=space)
 
 
 def test_the_processor_gives_the_model_positions_and_the_robot_joints(tiny, tokenizer_dir):
@@ -83,26 +84,26 @@ def test_the_processor_gives_the_model_positions_and_the_robot_joints(tiny, toke
     image = {"base_0_rgb": np.zeros((96, 96, 3), np.uint8)}
     # the prompt carries the end effector's position: what a joint-space processor makes of the FK'd state
     seen = ee.preprocess([Observation(image, s, "touch the red target") for s in states])
-    positions = SPACE.positions(states)
+    positions = SPACE.to_model(states)
     expected = joint.preprocess([Observation(image, p, "touch the red target") for p in positions])
     assert torch.equal(seen.tokens, expected.tokens)
     # committed or guidance actions arrive as joints and are mapped before the relative offset and normalizing
     actions = np.stack([_chunk(s, s + np.array([0.4, -0.3]), 8) for s in states])
     model_actions = ee.to_model_actions(actions, states)
-    np.testing.assert_allclose(model_actions, joint.to_model_actions(SPACE.positions(actions), positions), atol=1e-6)
+    np.testing.assert_allclose(model_actions, joint.to_model_actions(SPACE.to_model(actions), positions), atol=1e-6)
     # and the model's chunk comes back as joints on the state's branch, reaching the positions it predicted
     padded = torch.zeros(2, 8, tiny.config.action_dim)
     padded[..., :2] = torch.from_numpy(model_actions)
     np.testing.assert_allclose(ee.postprocess(padded, states), actions, atol=1e-4)
     with pytest.raises(ShapeError, match="relative to the state"):
         ee.postprocess(padded)
-    with pytest.raises(ShapeError, match="2 action dims"):
-        Pi05Processor(tiny.config, _normalizer(), ee.prompt_encoder, action_dims=3, task_space=SPACE)
+    with pytest.raises(ShapeError, match="acts on 2 action dims"):
+        Pi05Processor(tiny.config, _normalizer(), ee.prompt_encoder, action_dims=3, transform=SPACE)
 
 
-def test_the_task_space_is_saved_and_loaded(tmp_path, tiny, tokenizer_dir):
+def test_the_transform_is_saved_and_loaded(tmp_path, tiny, tokenizer_dir):
     tok = tokenizer_dir / "tokenizer.json"
-    out = save_policy(tmp_path / "p", tiny, _normalizer(), tok, 2, 2, relative_mask=(1, 1), task_space=SPACE)
-    assert load_policy(out).processor.task_space == SPACE
+    out = save_policy(tmp_path / "p", tiny, _normalizer(), tok, 2, 2, relative_mask=(1, 1), transform=SPACE)
+    assert load_policy(out).processor.transform == SPACE
     plain = save_policy(tmp_path / "q", tiny, _normalizer(), tok, 2, 2)
-    assert load_policy(plain).processor.task_space is None
+    assert load_policy(plain).processor.transform is None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from engines.base import Engine
+from vlash.engines.base import Engine
 from vlash.errors import ShapeError
 from vlash.generator_run import GeneratorRun
 from vlash.policies.pi05.processor import Observation

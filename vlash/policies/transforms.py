@@ -1,0 +1,71 @@
+"""State/action transforms: a policy that sees and predicts vectors in another space than the robot's joints.
+
+The robot always sends joint states and receives joint-position chunks. A transform maps states (and committed
+or guidance actions) into the model's space before normalization, and the model's chunk back to joints after
+it. A policy directory names its transform in config.yaml:
+
+    processor:
+      transform: {kind: planar_arm, link_lengths: [0.5, 0.4], joint_limits: [[lo, hi], [lo, hi]]}
+
+Implementations live with what they describe (the simulated planar arm's in robot_io.sim.task_space) and are
+imported by kind, only when a policy directory names one: model and server code never import the simulator.
+Only the kinds in `TRANSFORMS` load (a checkpoint directory cannot make the server import arbitrary code).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from vlash.errors import CheckpointError, ShapeError
+
+# kind -> "module:Class"; the class has `from_dict(doc)` and satisfies StateActionTransform
+TRANSFORMS: dict[str, str] = {
+    "planar_arm": "robot_io.sim.task_space:PlanarArmTaskSpace",  # end-effector (x, y) of the simulated 2-link arm
+}
+
+
+@runtime_checkable
+class StateActionTransform(Protocol):
+    kind: str  # the name config.yaml gives
+    robot_dims: int  # entries of a robot state / action vector the transform reads
+    model_dims: int  # entries of the vector the model sees and predicts
+
+    def to_model(self, joints: np.ndarray) -> np.ndarray:
+        """Robot vectors [..., robot_dims] (states or joint-position actions) -> model vectors [..., model_dims]."""
+        ...
+
+    def to_robot(self, chunk: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """A model chunk [..., H, model_dims] -> joint positions [..., H, robot_dims], starting from the joint
+        state `start` [..., robot_dims] the chunk was planned from."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """What config.yaml stores (with "kind")."""
+        ...
+
+
+def load_transform(doc: Mapping[str, Any], source: str = "config.yaml") -> StateActionTransform:
+    """The transform `doc` describes, its implementation imported now; CheckpointError naming `source`."""
+    if not isinstance(doc, Mapping):
+        raise CheckpointError(f"{source}: processor.transform must be a mapping with a 'kind', got {doc!r}")
+    kind = doc.get("kind")
+    if kind not in TRANSFORMS:
+        raise CheckpointError(f"{source}: unknown transform kind {kind!r}; known: {', '.join(sorted(TRANSFORMS))}")
+    module_name, _, class_name = TRANSFORMS[kind].partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except ImportError as exc:
+        raise CheckpointError(
+            f"{source}: transform {kind!r} needs {module_name}, which cannot be imported: {exc}"
+        ) from exc
+    try:
+        transform = cls.from_dict(doc)
+    except (ShapeError, ValueError) as exc:
+        raise CheckpointError(f"{source}: transform {kind!r}: {exc}") from exc
+    if not isinstance(transform, StateActionTransform):
+        raise CheckpointError(f"{source}: {TRANSFORMS[kind]} does not implement StateActionTransform")
+    return transform
