@@ -1,23 +1,42 @@
+"""Suite-wide fixtures and skips. Imports without torch or the simulator, so the robot side's tests also run in
+an environment that has only `pip install vlash` (tests/packaging does that): tests that need what is missing
+there are skipped by their markers (`gpu`, `sim`) or by `pytest.importorskip`."""
+
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
-import torch
 
 FIXTURES = Path(__file__).parent / "fixtures"
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+HAS_SIM = all(importlib.util.find_spec(name) is not None for name in ("gymnasium", "cv2"))
 
 
 @pytest.fixture(autouse=True)
 def _single_thread_determinism():
-    torch.manual_seed(0)
+    if HAS_TORCH:
+        import torch
+
+        torch.manual_seed(0)
     yield
 
 
+def _has_cuda() -> bool:
+    if not HAS_TORCH:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    skips = {
+        "gpu": (not _has_cuda(), "needs a CUDA GPU"),
+        "sim": (not HAS_SIM, "needs the simulator: pip install 'vlash[sim]'"),
+    }
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        for marker, (skip, reason) in skips.items():
+            if skip and marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))

@@ -30,10 +30,13 @@ def test_the_contracts_see_the_remapped_packages(tmp_path):
 def test_setuptools_lists_every_package_folder():
     import tomllib
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, data = set(setuptools["packages"]), set(setuptools["package-data"]) - {"vlash"}
     found = set()
     for name, folder in lint_imports.package_dirs().items():
         for init in folder.rglob("__init__.py"):
             parts = init.parent.relative_to(folder).parts
             found.add(".".join((name, *parts)))
-    assert listed == found
+    assert listed - data == found
+    for package in data:  # data-only folders (presets, device profiles): listed, with their files
+        assert package in listed and list((ROOT / package.removeprefix("vlash.").replace(".", "/")).glob("*.yaml"))

@@ -87,7 +87,7 @@ def write_lerobot_processor_files(
             {"registry_name": "relative_actions_processor", "config": {"enabled": False}},
             {"registry_name": "normalizer_processor", "config": norm_cfg, "state_file": pre_file},
             {"registry_name": "pi05_prepare_state_tokenizer_processor_step", "config": {"max_state_dim": 32}},
-            {"registry_name": "tokenizer_processor", "config": {"max_length": 200}},
+            {"registry_name": "tokenizer_processor", "config": {"max_length": 48}},
             {"registry_name": "device_processor", "config": {"device": "cpu"}},
         ],
     }

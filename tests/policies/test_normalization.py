@@ -18,7 +18,9 @@ from vlash.policies.normalization import (
     NormMode,
     StatsError,
 )
-from vlash.policies.stats_io import load_lerobot_normalizer, load_openpi_norm_stats, load_stats, save_stats
+from vlash.errors import CheckpointError
+from vlash.policies.lerobot_pipeline import read_lerobot_pipeline
+from vlash.policies.stats_io import load_openpi_norm_stats, load_stats, save_stats
 
 Q_STATS = {"q01": [0.0, -2.0, 10.0], "q99": [4.0, 2.0, 20.0]}
 
@@ -131,7 +133,7 @@ def test_normalizer_unknown_key_and_dict() -> None:
 
 def test_lerobot_checkpoint_loads_and_normalizes(tmp_path: Path) -> None:
     write_lerobot_processor_files(tmp_path)
-    n = load_lerobot_normalizer(tmp_path)
+    n = read_lerobot_pipeline(tmp_path).normalizer
     assert set(n.keys) == {"observation.images.base_0_rgb", "observation.state", "action"}
     assert n.feature("observation.state").mode is NormMode.QUANTILES
     assert n.feature("observation.images.base_0_rgb").mode is NormMode.IDENTITY
@@ -146,7 +148,7 @@ def test_lerobot_checkpoint_loads_and_normalizes(tmp_path: Path) -> None:
 
 def test_lerobot_postprocessor_stats_win_for_the_action(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     write_lerobot_processor_files(tmp_path, post_shift=2.0)
-    n = load_lerobot_normalizer(tmp_path)
+    n = read_lerobot_pipeline(tmp_path).normalizer
     assert "differ" in caplog.text
     # post q99 = [3, 6, 7], q01 = [-1, 0, 5]: y = 1 maps to q99.
     np.testing.assert_allclose(n.unnormalize("action", np.ones(3, np.float32)), [3.0, 6.0, 7.0], atol=1e-6)
@@ -154,24 +156,24 @@ def test_lerobot_postprocessor_stats_win_for_the_action(tmp_path: Path, caplog: 
 
 def test_lerobot_normalize_observation_keys_limits_observations(tmp_path: Path) -> None:
     write_lerobot_processor_files(tmp_path, only=["observation.images.base_0_rgb"])
-    n = load_lerobot_normalizer(tmp_path)
+    n = read_lerobot_pipeline(tmp_path).normalizer
     assert n.feature("observation.state").mode is NormMode.IDENTITY
     assert n.feature("action").mode is NormMode.QUANTILES
 
 
 def test_lerobot_missing_stats_names_key_and_file(tmp_path: Path) -> None:
     write_lerobot_processor_files(tmp_path, drop="observation.state.q99")
-    with pytest.raises(StatsError, match=r"step_3_normalizer_processor.safetensors.*observation.state.*q99"):
-        load_lerobot_normalizer(tmp_path)
+    with pytest.raises(CheckpointError, match=r"step_3_normalizer_processor.safetensors.*observation.state.*q99"):
+        read_lerobot_pipeline(tmp_path).normalizer
 
 
 def test_lerobot_missing_files(tmp_path: Path) -> None:
-    with pytest.raises(StatsError, match="policy_preprocessor.json"):
-        load_lerobot_normalizer(tmp_path)
+    with pytest.raises(CheckpointError, match="policy_preprocessor.json"):
+        read_lerobot_pipeline(tmp_path).normalizer
     write_lerobot_processor_files(tmp_path)
     (tmp_path / "policy_postprocessor_step_0_unnormalizer_processor.safetensors").unlink()
     with pytest.raises(StatsError, match="unnormalizer_processor.safetensors"):
-        load_lerobot_normalizer(tmp_path)
+        read_lerobot_pipeline(tmp_path).normalizer
 
 
 # ----------------------------------------------------------------------------------------- openpi

@@ -14,8 +14,9 @@ from vlash.policies.checkpoint import build_random, save_weights
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.processor import Observation, Pi05Processor
-from vlash.policies.policy_dir import config_from_lerobot, load_policy, save_policy
-from vlash.policies.stats_io import load_lerobot_normalizer
+from vlash.policies.lerobot_dir import config_from_lerobot
+from vlash.policies.lerobot_pipeline import read_lerobot_pipeline
+from vlash.policies.policy_dir import CheckpointOptions, load_policy, save_policy
 from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
 from vlash.sampling import FlowSampler, SamplerConfig
 
@@ -115,20 +116,20 @@ def test_lerobot_directory_loads_with_its_stats_and_local_tokenizer(tmp_path, to
     save_weights(tiny, tmp_path / "model.safetensors", layout="lerobot")
     write_lerobot_processor_files(tmp_path)
     with pytest.raises(CheckpointError, match="does not fit the model"):  # full-size config vs tiny weights
-        load_policy(tmp_path, tokenizer_dir=tokenizer_dir)
-    loaded = load_policy(tmp_path, tokenizer_dir=tokenizer_dir, model_config=tiny.config)
+        load_policy(tmp_path, options=CheckpointOptions(tokenizer=tokenizer_dir))
+    loaded = load_policy(tmp_path, options=CheckpointOptions(tokenizer=tokenizer_dir, model_config=tiny.config))
     assert loaded.processor.action_dims == ACTION_DIMS and not loaded.processor.antialias
     expected = Pi05Processor(
         tiny.config,
-        load_lerobot_normalizer(tmp_path),
+        read_lerobot_pipeline(tmp_path).normalizer,
         Pi05PromptEncoder(PromptTokenizer.from_dir(tokenizer_dir), tiny.config.max_token_len, state_dims=STATE_DIMS),
         action_dims=ACTION_DIMS,
         antialias=False,
     )
     obs = _observation(tiny.config)
     np.testing.assert_array_equal(_act(loaded.model, loaded.processor, obs), _act(tiny, expected, obs))
-    with pytest.raises(TokenizerError, match="no tokenizer file"):
-        load_policy(tmp_path, model_config=tiny.config)
+    with pytest.raises(TokenizerError, match="--tokenizer"):
+        load_policy(tmp_path, options=CheckpointOptions(model_config=tiny.config))
     with pytest.raises(CheckpointError, match="type is 'pi0'"):
         config_from_lerobot({**config, "type": "pi0"})
 

@@ -16,6 +16,13 @@ from types import ModuleType
 
 from vlash.errors import VlashError
 
+# Top-level modules of the extras, and the extra that brings each: a command that needs a missing one says so.
+EXTRA_OF_MODULE: dict[str, str] = {
+    **dict.fromkeys(("torch", "safetensors", "tokenizers", "rich", "websockets"), "server"),
+    **dict.fromkeys(("gymnasium", "cv2", "matplotlib"), "sim"),
+    **dict.fromkeys(("onnx", "onnxruntime"), "onnx"),
+}
+
 # name -> (module, help): the help must equal the one the module's add_parser gives (tests/cli checks it).
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("vlash.cli.info_cmd", "show a policy's configuration and parameter counts"),
@@ -24,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("vlash.cli.eval_cmd", "simulated success / reaction / smoothness vs inference delay per mode"),
     "train": ("vlash.cli.train_cmd", "train a policy from scratch on simulated expert demonstrations"),
     "serve": ("vlash.cli.serve_cmd", "serve a policy to robot clients over ZeroMQ"),
+    "convert": (
+        "vlash.cli.convert_cmd",
+        "convert a LeRobot or openpi (PyTorch or JAX) checkpoint into a vlash policy directory",
+    ),
     "keys": ("vlash.cli.keys_cmd", "generate a CurveZMQ key pair for `vlash serve --curve-keys` / clients"),
     "run": ("vlash.cli.run_cmd", "run a robot (or the simulator) under a remote policy server"),
     "quantize": ("vlash.cli.quantize_cmd", "quantize a policy (torch int8/int4, ONNX int8, TensorRT), gate it vs fp32"),
@@ -59,8 +70,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The `pip install` line for a missing optional dependency, or None if `exc` is not one."""
+    root = (exc.name or "").partition(".")[0]
+    extra = EXTRA_OF_MODULE.get(root)
+    return None if extra is None else f"pip install 'vlash[{extra}]'"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except ModuleNotFoundError as exc:  # a command module needs an extra this install lacks
+        if (fix := missing_extra(exc)) is None:
+            raise
+        command = next((a for a in (argv if argv is not None else sys.argv[1:]) if a in COMMANDS), "vlash")
+        print(f"vlash {command}: error: this command needs {exc.name!r}, which is not installed: {fix}", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -68,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         return command_module(args.command).run(args)
     except VlashError as exc:  # setup errors: one clear line, no traceback
         print(f"vlash {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # an extra imported when the command runs
+        if (fix := missing_extra(exc)) is None:
+            raise
+        print(f"vlash {args.command}: error: needs {exc.name!r}, which is not installed: {fix}", file=sys.stderr)
         return 2
 
 

@@ -11,9 +11,10 @@ import yaml
 
 from vlash.dataclass_io import dataclass_from_mapping
 from vlash.errors import ConfigError
+from vlash.resources import config_dir
 
 # configs/ sits at the repository root next to the package (editable install / source checkout).
-PROFILE_DIR = Path(__file__).resolve().parents[2] / "configs" / "devices"
+PROFILE_DIR = config_dir("devices")
 ENGINES = ("torch", "onnxruntime", "tensorrt")
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "nvfp4")

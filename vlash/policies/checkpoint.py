@@ -162,6 +162,18 @@ def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"cannot read {path}: {exc}") from exc
 
 
+def safetensors_keys(path: str | Path) -> tuple[list[str], dict[str, str]]:
+    """(tensor names, header metadata) of a safetensors file, without reading the tensors."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no weights file at {path}")
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            return list(f.keys()), dict(f.metadata() or {})
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(f"cannot read {path}: {exc}") from exc
+
+
 def load_model(
     config: Pi05Config, weights: str | Path, dtype: str | torch.dtype = "fp32", device: str | torch.device = "cpu"
 ) -> Pi05Model:

@@ -90,16 +90,27 @@ def to_model_image(
     *,
     antialias: bool = True,
     device: torch.device | str | None = None,
+    pad_value: float = -1.0,
 ) -> torch.Tensor:
     """uint8 ``[H, W, 3]`` / ``[B, H, W, 3]`` -> float32 ``[B, 3, size, size]``, ``x / 255 * 2 - 1``.
 
-    Resizes with ``resize_with_pad`` when the image is not ``size x size``; padding becomes -1. The work
-    runs on ``device`` (default: where a tensor input lives, else CPU).
+    Resizes with ``resize_with_pad`` when the image is not ``size x size``; padding becomes ``pad_value``
+    (-1, black, as openpi and LeRobot >= 0.5 pad; LeRobot 0.4 padded its [0, 1] images with -1, which is -3
+    here, and policies fine-tuned with it saw that). The work runs on ``device`` (default: where a tensor input
+    lives, else CPU).
     """
     if size < 1:
         raise ImageError(f"size must be positive, got {size}")
     x, _ = _as_uint8_bhwc(images)
     if device is not None:
         x = x.to(device)
+    height, width = x.shape[1], x.shape[2]
     x = _resize_with_pad_bhwc(x, size, size, antialias)
-    return x.permute(0, 3, 1, 2).to(torch.float32) / 255.0 * 2.0 - 1.0
+    out = x.permute(0, 3, 1, 2).to(torch.float32) / 255.0 * 2.0 - 1.0
+    if pad_value != -1.0 and (height, width) != (size, size):
+        new_h, new_w = resized_shape(height, width, size, size)
+        top, left = (size - new_h) // 2, (size - new_w) // 2
+        inside = torch.zeros(size, size, dtype=torch.bool, device=out.device)
+        inside[top : top + new_h, left : left + new_w] = True
+        out = torch.where(inside, out, torch.tensor(pad_value, dtype=out.dtype, device=out.device))
+    return out

@@ -1,18 +1,18 @@
-"""Policy directories: vlash's own (written atomically) and LeRobot's (read only).
+"""Policy directories: vlash's own (written atomically), and loading any supported checkpoint directory.
 
 vlash layout (format "vlash.policy/1"):
     config.yaml          model config + processor settings + free-form metadata (how it was made)
     model.safetensors    weights in vlash's key layout
     stats.safetensors    normalization stats (vlash.policies.stats_io)
     tokenizer.json | tokenizer.model
-LeRobot layout: config.json (type "pi05") + model.safetensors + policy_{pre,post}processor files; the
-tokenizer (PaliGemma's) is not part of a LeRobot checkpoint: put tokenizer.model/json in the directory
-or pass `tokenizer_dir`.
+
+`load_policy` also reads a LeRobot pi0.5 directory (0.4.x to 0.6.x, vlash.policies.lerobot_dir) and an openpi
+PyTorch checkpoint (vlash.policies.openpi_dir), detected from their files; `CheckpointOptions` carries what
+those layouts do not store (the tokenizer, a non-standard model size, openpi's asset and prompt settings).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,26 +26,67 @@ from vlash.atomic import staged_directory
 from vlash.errors import CheckpointError
 from vlash.policies.checkpoint import load_model, save_weights
 from vlash.policies.normalization import Normalizer
-from vlash.policies.pi05.config import Pi05Config, config_from_dict, load_preset
+from vlash.policies.pi05.config import Pi05Config, config_from_dict
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.pi05.processor import Pi05Processor
-from vlash.policies.stats_io import load_lerobot_normalizer, load_stats, save_stats
+from vlash.policies.stats_io import load_stats, save_stats
 from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
 from vlash.policies.transforms import StateActionTransform, load_transform
 
 FORMAT = "vlash.policy/1"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
+LAYOUTS = ("vlash", "lerobot", "openpi")
+MODEL_SIZES = ("name", "vision", "vlm", "expert", "vocab_size")  # what --model-config gives a checkpoint
 
 
 @dataclass
 class LoadedPolicy:
     model: Pi05Model
     processor: Pi05Processor
-    metadata: dict[str, Any]  # provenance from config.yaml (vlash) or config.json (LeRobot)
+    metadata: dict[str, Any]  # provenance from config.yaml (vlash), config.json (LeRobot) or the openpi assets
 
     @property
     def config(self) -> Pi05Config:
         return self.model.config
+
+
+@dataclass(frozen=True)
+class CheckpointOptions:
+    """What a LeRobot or openpi checkpoint directory does not store; vlash directories need none of it."""
+
+    tokenizer: Path | None = None  # tokenizer.json / tokenizer.model file or its directory (PaliGemma's)
+    model_config: Pi05Config | None = None  # the model's sizes (vision, vlm, expert, vocab) when not pi0.5's full size
+    asset_id: str | None = None  # openpi: which assets/<id>/norm_stats.json (needed when there are several)
+    state_in_prompt: bool | None = None  # openpi: False for configs with discrete_state_input=False (pi05_libero)
+    relative_mask: tuple[bool, ...] | None = None  # openpi: DeltaActions dims (e.g. pi05_aloha's joints)
+
+    def sized(self, config: Pi05Config) -> Pi05Config:
+        """`config` (from the checkpoint: cameras, chunk length, prompt length) with `model_config`'s sizes."""
+        if self.model_config is None:
+            return config
+        sizes = {k: v for k, v in self.model_config.to_dict().items() if k in MODEL_SIZES}
+        return config.with_overrides(**sizes)
+
+    def unused_by(self, layout: str) -> list[str]:
+        """The options set here that `layout` does not take."""
+        allowed = {"vlash": (), "lerobot": ("tokenizer", "model_config"), "openpi": tuple(self.__dataclass_fields__)}
+        names = ("tokenizer", "model_config", "asset_id", "state_in_prompt", "relative_mask")
+        return [n for n in names if getattr(self, n) is not None and n not in allowed[layout]]
+
+
+def processor_settings(processor: Pi05Processor) -> dict[str, Any]:
+    """What config.yaml's `processor` section stores to rebuild `processor` (its stats and tokenizer aside)."""
+    encoder, transform = processor.prompt_encoder, processor.transform
+    return {
+        "action_dims": processor.action_dims,
+        "state_dims": encoder.state_dims,
+        "relative_mask": None if processor.relative_mask is None else [bool(m) for m in processor.relative_mask],
+        "transform": None if transform is None else transform.to_dict(),
+        "antialias": processor.antialias,
+        "image_pad_value": processor.image_pad_value,
+        "state_in_prompt": encoder.state_in_prompt,
+        "pad_state_to": encoder.pad_state_to,
+    }
 
 
 def save_policy(
@@ -59,26 +100,25 @@ def save_policy(
     extra_files: Mapping[str, str] | None = None,
     relative_mask: tuple[bool, ...] | None = None,
     transform: StateActionTransform | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a complete vlash policy directory (plus `extra_files`: name -> text, e.g. a training log);
     an existing one is replaced only once the new one is whole. `relative_mask`: action dims the model
-    predicts relative to the state; `transform`: the model's space when it is not the joints (see `Pi05Processor`)."""
+    predicts relative to the state; `transform`: the model's space when it is not the joints (see `Pi05Processor`);
+    `settings`: further processor settings (`processor_settings` of a loaded policy)."""
     tokenizer_file = Path(tokenizer_file)
     if tokenizer_file.name not in TOKENIZER_FILES or not tokenizer_file.is_file():
         raise CheckpointError(
             f"tokenizer_file must be an existing {' or '.join(TOKENIZER_FILES)}, got {tokenizer_file}"
         )
-    doc = {
-        "format": FORMAT,
-        "policy": model.config.to_dict(),
-        "processor": {
-            "action_dims": action_dims,
-            "state_dims": state_dims,
-            "relative_mask": None if relative_mask is None else [bool(m) for m in relative_mask],
-            "transform": None if transform is None else transform.to_dict(),
-        },
-        "metadata": metadata or {},
+    processor = {
+        **dict(settings or {}),
+        "action_dims": action_dims,
+        "state_dims": state_dims,
+        "relative_mask": None if relative_mask is None else [bool(m) for m in relative_mask],
+        "transform": None if transform is None else transform.to_dict(),
     }
+    doc = {"format": FORMAT, "policy": model.config.to_dict(), "processor": processor, "metadata": metadata or {}}
     with staged_directory(directory) as staging:
         (staging / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         save_weights(model, staging / "model.safetensors")
@@ -89,45 +129,92 @@ def save_policy(
     return Path(directory)
 
 
+def save_loaded_policy(directory: str | Path, policy: LoadedPolicy, metadata: dict[str, Any] | None = None) -> Path:
+    """Write any loaded policy (LeRobot, openpi, converted) as a vlash policy directory that loads to the same
+    model and processor."""
+    proc = policy.processor
+    settings = processor_settings(proc)
+    return save_policy(
+        directory,
+        policy.model,
+        proc.normalizer,
+        proc.prompt_encoder.tokenizer.source,
+        action_dims=proc.action_dims,
+        state_dims=settings["state_dims"],
+        metadata=metadata if metadata is not None else policy.metadata,
+        relative_mask=proc.relative_mask,
+        transform=proc.transform,
+        settings=settings,
+    )
+
+
+def detect_layout(directory: str | Path) -> str:
+    """"vlash", "lerobot" or "openpi", from the directory's files; CheckpointError saying what was looked for."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is not a directory")
+    if (path / "config.yaml").is_file():
+        return "vlash"
+    if (path / "policy_preprocessor.json").is_file() or (path / "policy_postprocessor.json").is_file():
+        return "lerobot"
+    if (path / "model.safetensors").is_file() and (path / "assets").is_dir():
+        return "openpi"
+    if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
+        return "lerobot"  # its loader names the processor files it misses
+    raise CheckpointError(
+        f"{path} is not a policy directory: expected config.yaml (vlash), config.json + policy_preprocessor.json "
+        "(LeRobot) or model.safetensors + assets/<id>/norm_stats.json (openpi PyTorch); for openpi JAX params "
+        "run `vlash convert --from openpi-jax`"
+    )
+
+
 def load_policy(
     directory: str | Path,
     dtype: str | torch.dtype = "fp32",
     device: str | torch.device = "cpu",
-    tokenizer_dir: str | Path | None = None,
-    model_config: Pi05Config | None = None,
+    options: CheckpointOptions | None = None,
 ) -> LoadedPolicy:
-    """Load a vlash or LeRobot policy directory (detected from its files).
+    """Load a vlash, LeRobot or openpi policy directory (detected from its files)."""
+    options = options or CheckpointOptions()
+    layout = detect_layout(directory)
+    unused = options.unused_by(layout)
+    if unused:
+        raise CheckpointError(f"{directory} is a {layout} policy directory, which takes no {', '.join(unused)}")
+    if layout == "vlash":
+        return _load_vlash(Path(directory), dtype, device)
+    if layout == "lerobot":
+        from vlash.policies.lerobot_dir import load_lerobot_policy
 
-    For LeRobot directories `tokenizer_dir` points at PaliGemma's tokenizer when the checkpoint directory
-    has none, and `model_config` replaces the full-size shapes implied by config.json (custom-size models).
-    """
-    path = Path(directory)
-    if (path / "config.yaml").is_file():
-        return _load_vlash(path, dtype, device)
-    if (path / "config.json").is_file():
-        tokenizer_path = Path(tokenizer_dir) if tokenizer_dir else path
-        return _load_lerobot(path, dtype, device, tokenizer_path, model_config)
-    raise CheckpointError(f"{path} is not a policy directory (no config.yaml or config.json)")
+        return load_lerobot_policy(Path(directory), dtype, device, options)
+    from vlash.policies.openpi_dir import load_openpi_policy
+
+    return load_openpi_policy(Path(directory), dtype, device, options)
 
 
 def _load_vlash(path: Path, dtype: str | torch.dtype, device: str | torch.device) -> LoadedPolicy:
-    doc = yaml.safe_load((path / "config.yaml").read_text())
+    source = path / "config.yaml"
+    try:
+        doc = yaml.safe_load(source.read_text())
+    except yaml.YAMLError as exc:
+        raise CheckpointError(f"{source} is not valid YAML: {exc}") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise CheckpointError(f"{path / 'config.yaml'}: format is not {FORMAT!r}")
+        raise CheckpointError(f"{source}: format is not {FORMAT!r}")
     if not isinstance(doc.get("policy"), dict):
-        raise CheckpointError(f"{path / 'config.yaml'} has no 'policy' section")
+        raise CheckpointError(f"{source} has no 'policy' section")
     config = config_from_dict(doc["policy"])
-    if (
-        path / "quant.json"
-    ).is_file():  # a quantized artifact (vlash/policies/quantized/manifest.py): weight-only int8/int4 layers
+    if (path / "quant.json").is_file():  # weight-only int8/int4 layers (vlash.policies.quantized)
         from vlash.policies.quantized.loading import load_quantized_model
 
         model = load_quantized_model(config, path, dtype=dtype, device=device)
     else:
         model = load_model(config, path / "model.safetensors", dtype=dtype, device=device)
-    proc = doc.get("processor", {})
+    proc = doc.get("processor") or {}
     encoder = Pi05PromptEncoder(
-        PromptTokenizer.from_dir(path), max_len=config.max_token_len, state_dims=proc.get("state_dims")
+        PromptTokenizer.from_dir(path),
+        max_len=config.max_token_len,
+        state_dims=proc.get("state_dims"),
+        state_in_prompt=bool(proc.get("state_in_prompt", True)),
+        pad_state_to=proc.get("pad_state_to"),
     )
     mask, space = proc.get("relative_mask"), proc.get("transform")
     processor = Pi05Processor(
@@ -135,54 +222,9 @@ def _load_vlash(path: Path, dtype: str | torch.dtype, device: str | torch.device
         load_stats(path / "stats.safetensors"),
         encoder,
         action_dims=proc.get("action_dims", config.action_dim),
+        antialias=bool(proc.get("antialias", True)),
+        image_pad_value=float(proc.get("image_pad_value", -1.0)),
         relative_mask=None if mask is None else tuple(mask),
-        transform=None if space is None else load_transform(space, str(path / "config.yaml")),
+        transform=None if space is None else load_transform(space, str(source)),
     )
     return LoadedPolicy(model, processor, doc.get("metadata", {}))
-
-
-def config_from_lerobot(doc: dict[str, Any]) -> tuple[Pi05Config, int, int]:
-    """(model config, state dims, action dims) from a LeRobot pi05 config.json."""
-    if doc.get("type") != "pi05":
-        raise CheckpointError(f"LeRobot config type is {doc.get('type')!r}, vlash loads 'pi05'")
-    variants = (doc.get("paligemma_variant", "gemma_2b"), doc.get("action_expert_variant", "gemma_300m"))
-    if variants != ("gemma_2b", "gemma_300m"):
-        raise CheckpointError(f"unsupported LeRobot pi05 variants {variants}; vlash knows gemma_2b + gemma_300m")
-    inputs, outputs = doc.get("input_features", {}), doc.get("output_features", {})
-    cameras = [k.removeprefix("observation.images.") for k, v in inputs.items() if v.get("type") == "VISUAL"]
-    cameras += [f"empty_camera_{i}" for i in range(doc.get("empty_cameras", 0))]
-    try:
-        state_dims = int(inputs["observation.state"]["shape"][0])
-        action_dims = int(outputs["action"]["shape"][0])
-    except (KeyError, IndexError, TypeError) as exc:
-        raise CheckpointError(f"LeRobot config lacks state/action feature shapes ({exc})") from exc
-    config = load_preset("pi05").with_overrides(
-        name="pi05-lerobot",
-        camera_names=cameras,
-        action_horizon=doc.get("chunk_size", 50),
-        action_dim=doc.get("max_action_dim", 32),
-        max_token_len=doc.get("tokenizer_max_length", 200),
-        num_steps=doc.get("num_inference_steps", 10),
-    )
-    return config, state_dims, action_dims
-
-
-def _load_lerobot(
-    path: Path,
-    dtype: str | torch.dtype,
-    device: str | torch.device,
-    tokenizer_dir: Path,
-    model_config: Pi05Config | None,
-) -> LoadedPolicy:
-    try:
-        doc = json.loads((path / "config.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path / 'config.json'} is not valid JSON: {exc}") from exc
-    config, state_dims, action_dims = config_from_lerobot(doc)
-    config = model_config or config
-    model = load_model(config, path / "model.safetensors", dtype=dtype, device=device)
-    encoder = Pi05PromptEncoder(
-        PromptTokenizer.from_dir(tokenizer_dir), max_len=config.max_token_len, state_dims=state_dims
-    )
-    processor = Pi05Processor(config, load_lerobot_normalizer(path), encoder, action_dims=action_dims, antialias=False)
-    return LoadedPolicy(model, processor, {"source": "lerobot", "lerobot_config": doc})

@@ -1,4 +1,4 @@
-"""Normalization stats files: vlash's own stats.safetensors, LeRobot processor files, openpi norm_stats.json."""
+"""Normalization stats files: vlash's own stats.safetensors, LeRobot normalizer state files, openpi norm_stats.json."""
 
 from __future__ import annotations
 
@@ -21,8 +21,6 @@ log = logging.getLogger(__name__)
 
 STATS_FILENAME = "stats.safetensors"
 VLASH_STATS_FORMAT = "vlash.stats/1"
-LEROBOT_PRE_JSON = "policy_preprocessor.json"
-LEROBOT_POST_JSON = "policy_postprocessor.json"
 OPENPI_NORM_STATS_JSON = "norm_stats.json"
 # openpi names its features "state"/"actions"; vlash uses the LeRobot names.
 OPENPI_TO_LEROBOT_KEYS: dict[str, str] = {"state": "observation.state", "actions": "action"}
@@ -120,68 +118,10 @@ def load_stats(path: str | os.PathLike[str]) -> Normalizer:
 # ----------------------------------------------------------------------------------------- LeRobot
 
 
-def _lerobot_step(directory: Path, json_name: str, registry_name: str) -> list[FeatureNorm]:
-    """FeatureNorms of the (un)normalizer step in one LeRobot processor pipeline json."""
-    cfg_path = directory / json_name
-    cfg = _read_json(cfg_path)
-    class_name = "".join(part.capitalize() for part in registry_name.split("_")) + "Step"
-    steps = [
-        s
-        for s in cfg.get("steps", [])
-        if s.get("registry_name") == registry_name or str(s.get("class", "")).endswith(class_name)
-    ]
-    if len(steps) != 1:
-        raise StatsError(f"{cfg_path}: expected one '{registry_name}' step, found {len(steps)}")
-    step, conf = steps[0], steps[0].get("config", {})
-    if "state_file" not in step:
-        raise StatsError(f"{cfg_path}: step '{registry_name}' has no state_file (no stats were saved)")
-    state_path = directory / step["state_file"]
-    stats = _unflatten(_read_safetensors(state_path)[0], ".")
-    norm_map, only = conf.get("norm_map", {}), conf.get("normalize_observation_keys")
-    eps = float(conf.get("eps", 1e-8))
-    feats = []
-    for key, spec in conf.get("features", {}).items():
-        ftype = spec.get("type")
-        try:
-            mode = NormMode(norm_map.get(ftype, "IDENTITY"))
-        except ValueError:
-            raise StatsError(f"{cfg_path}: unknown norm mode {norm_map.get(ftype)!r} for {ftype}") from None
-        if only is not None and ftype != "ACTION" and key not in only:
-            mode = NormMode.IDENTITY
-        if mode is not NormMode.IDENTITY and key not in stats:
-            raise StatsError(
-                f"{state_path}: feature {key!r} ({ftype}) uses {mode.value} but the file has no stats "
-                f"for it; it has stats for {sorted(stats)}"
-            )
-        feats.append(_feature_in(state_path, key=key, mode=mode, stats=stats.get(key, {}), eps=eps))
-    return feats
-
-
-def load_lerobot_normalizer(checkpoint_dir: str | os.PathLike[str]) -> Normalizer:
-    """Normalizer from a LeRobot >= 0.4 checkpoint's processor files.
-
-    Observation features come from the ``normalizer_processor`` step of ``policy_preprocessor.json``;
-    features of the ``unnormalizer_processor`` step of ``policy_postprocessor.json`` (the action) override
-    them, since those are the stats LeRobot uses to unnormalize the policy's output.
-    """
-    directory = Path(checkpoint_dir)
-    pre = {f.key: f for f in _lerobot_step(directory, LEROBOT_PRE_JSON, "normalizer_processor")}
-    for feat in _lerobot_step(directory, LEROBOT_POST_JSON, "unnormalizer_processor"):
-        old = pre.get(feat.key)
-        if old is not None and old.mode is not NormMode.IDENTITY and not _same_coeffs(old, feat):
-            log.warning(
-                "%s: pre- and postprocessor stats for %r differ; using the postprocessor's",
-                directory,
-                feat.key,
-            )
-        pre[feat.key] = feat
-    return Normalizer(pre.values())
-
-
-def _same_coeffs(a: FeatureNorm, b: FeatureNorm) -> bool:
-    if a.mode is not b.mode or a._coeffs is None or b._coeffs is None:
-        return a.mode is b.mode
-    return all(np.array_equal(x, y) for x, y in zip(a._coeffs, b._coeffs, strict=True))
+def read_flat_stats(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    """A LeRobot normalizer state file: ``"<feature>.<stat>"`` tensors -> ``{feature: {stat: float32 array}}``
+    (the pipeline JSONs that name these files are read by vlash.policies.lerobot_pipeline)."""
+    return _unflatten(_read_safetensors(path)[0], ".")
 
 
 # ----------------------------------------------------------------------------------------- openpi

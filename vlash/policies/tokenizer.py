@@ -8,7 +8,13 @@ The pi0.5 prompt is built exactly as openpi's ``PaligemmaTokenizer.tokenize(prom
 
 tokenized with a leading BOS, right-padded with id 0 (mask False), truncated to ``max_len``. Both
 references discretize the *normalized, unpadded* state (normalization runs before padding to 32 dims),
-so pass the real state, or set ``Pi05PromptEncoder.state_dims`` to the real dimension count.
+so pass the real state, or set ``Pi05PromptEncoder.state_dims`` to the real dimension count. Two variants
+exist in released checkpoints:
+
+- LeRobot 0.4.x pads the normalized state with zeros to 32 entries before binning (every padded entry is
+  bin 128): ``pad_state_to=32``.
+- openpi configs with ``discrete_state_input=False`` (e.g. ``pi05_libero``) leave the state out:
+  ``state_in_prompt=False`` gives ``BOS + encode(prompt) + encode("\n")`` as openpi's tokenizer does.
 """
 
 from __future__ import annotations
@@ -182,6 +188,8 @@ class Pi05PromptEncoder:
     max_len: int = 200  # token budget (openpi Pi0Config(pi05=True).max_token_len, LeRobot tokenizer_max_length)
     state_dims: int | None = None  # leading state entries put in the prompt; None = all that are given
     pad_id: int = 0  # id after the prompt (openpi pads with 0; PaliGemma's <pad> is 0)
+    state_in_prompt: bool = True  # False: the prompt carries no state (openpi discrete_state_input=False)
+    pad_state_to: int | None = None  # zero-pad the normalized state to this many entries before binning (LeRobot 0.4)
 
     def __post_init__(self) -> None:
         if not isinstance(self.tokenizer, PromptTokenizer):
@@ -190,6 +198,8 @@ class Pi05PromptEncoder:
             raise TokenizerError(f"max_len must be >= 1, got {self.max_len}")
         if self.state_dims is not None and self.state_dims < 1:
             raise TokenizerError(f"state_dims must be >= 1 or None, got {self.state_dims}")
+        if self.pad_state_to is not None and self.pad_state_to < 1:
+            raise TokenizerError(f"pad_state_to must be >= 1 or None, got {self.pad_state_to}")
         if not 0 <= self.pad_id < self.tokenizer.vocab_size:
             raise TokenizerError(f"pad_id {self.pad_id} is outside the vocabulary [0, {self.tokenizer.vocab_size})")
 
@@ -204,11 +214,20 @@ class Pi05PromptEncoder:
             if bins.shape[0] < self.state_dims:
                 raise TokenizerError(f"state has {bins.shape[0]} entries, fewer than state_dims={self.state_dims}")
             bins = bins[: self.state_dims]
+        if self.pad_state_to is not None and len(bins) < self.pad_state_to:  # a 0.0 entry falls in bin 128
+            bins = np.concatenate([bins, discretize_state(np.zeros(self.pad_state_to - len(bins)))])
         return f"Task: {clean_prompt(prompt)}, State: {' '.join(map(str, bins))};\nAction: "
+
+    def _token_ids(self, prompt: str, state: np.ndarray | torch.Tensor) -> list[int]:
+        if self.state_in_prompt:
+            return self.tokenizer.encode(self.format_prompt(prompt, state), add_bos=True)
+        if not isinstance(prompt, str):
+            raise TokenizerError(f"prompt must be a str, got {type(prompt).__name__}: {prompt!r}")
+        return self.tokenizer.encode(clean_prompt(prompt), add_bos=True) + self.tokenizer.encode("\n", add_bos=False)
 
     def encode(self, prompt: str, state: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         """(ids int64 ``[max_len]``, mask bool ``[max_len]``); mask is True on real tokens."""
-        tokens = self.tokenizer.encode(self.format_prompt(prompt, state), add_bos=True)
+        tokens = self._token_ids(prompt, state)
         if len(tokens) > self.max_len:
             log.warning(
                 "prompt is %d tokens, more than max_len=%d; truncating (raise max_len if this repeats)",

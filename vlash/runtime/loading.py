@@ -14,7 +14,7 @@ from vlash.engines import create_engine
 from vlash.engines.artifact import POLICY_DIR, ArtifactManifest, is_artifact
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import resolve_dtype
-from vlash.policies.policy_dir import LoadedPolicy, load_policy
+from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy, load_policy
 from vlash.policies.random_policy import random_policy
 from vlash.policies.shipped import shipped_policy_dir
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
@@ -38,11 +38,16 @@ def load_runtime(
     engine: str = "torch",
     num_steps: int | None = None,
     schedule: str = "constant",
+    options: CheckpointOptions | None = None,
 ) -> LoadedRuntime:
-    """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory).
-    Engines other than torch run an exported artifact (`vlash export`): `checkpoint` is its directory."""
+    """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory: vlash,
+    LeRobot or openpi, with `options` for what the latter two do not store). Engines other than torch run an
+    exported artifact (`vlash export`): `checkpoint` is its directory."""
     if (policy is None) == (checkpoint is None):
         raise ConfigError("give exactly one of --policy NAME and --checkpoint DIR")
+    options = options or CheckpointOptions()
+    if checkpoint is None and options != CheckpointOptions():
+        raise ConfigError("checkpoint options (--tokenizer, --model-config, ...) apply to --checkpoint DIR only")
     if engine != "torch":
         return _load_artifact(checkpoint, engine, device, num_steps, schedule)
     if random_weights and policy is None:
@@ -57,7 +62,8 @@ def load_runtime(
         loaded, model_id = random_policy(policy, dtype=precision, device=dev), f"{policy}-random"
     else:
         path = shipped_policy_dir(policy) if policy is not None else Path(checkpoint)  # type: ignore[arg-type]
-        loaded, model_id = load_policy(path, dtype=precision, device=dev), policy or path.resolve().name
+        loaded = load_policy(path, dtype=precision, device=dev, options=options)
+        model_id = policy or path.resolve().name
     load_s = time.perf_counter() - start
     runtime = PolicyRuntime(loaded, create_engine(engine, model=loaded.model), num_steps=num_steps, schedule=schedule)
     params = sum(p.numel() for p in loaded.model.parameters())

@@ -9,9 +9,10 @@ from typing import Any
 import yaml
 
 from vlash.errors import ConfigError
+from vlash.resources import config_dir
 
 # configs/ sits at the repository root next to the package (editable install / source checkout).
-PRESET_DIR = Path(__file__).resolve().parents[3] / "configs" / "policies"
+PRESET_DIR = config_dir("policies")
 
 
 def _check_positive(owner: str, **values: int | float) -> None:

@@ -1,0 +1,153 @@
+"""The two installs the README names, each into a fresh virtual environment from a wheel of this checkout:
+
+- the robot side, `pip install vlash`: no torch, no simulator; robot_io's tests pass against the installed
+  package, `examples/run_client.py --help` and `vlash run --help` work, `vlash serve` names the extra it needs;
+- the server side, `pip install 'vlash[server]'`: no simulator, gymnasium or OpenCV; `vlash serve --help`, and
+  served round trips of the shipped task-space policy (its transform loads without the simulator's
+  dependencies) and of a LeRobot checkpoint (pi0.5's presets come from the wheel).
+
+CI runs this module as part of the suite: it is the robot-side and server-side install steps.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robot_io.client import PolicyClient
+from robot_io.protocol import Infer
+from tests.serve_process import ServeProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.install]
+ROOT = Path(__file__).resolve().parents[2]
+INSTALL_S = 900  # a fresh venv with torch from the local wheel: ~70 s here, more on a slow mirror
+ROBOT_TESTS = ("__init__.py", "conftest.py", "import_guard.py", "robot_io", "fixtures/fake_lerobot")
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float = INSTALL_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def _ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, f"{result.args}\nstdout: {result.stdout[-3000:]}\nstderr: {result.stderr[-3000:]}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    _ok(_run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, ROOT], ROOT))
+    return next(out.glob("vlash-*.whl"))
+
+
+def _venv(where: Path, requirement: str, *extra: str) -> Path:
+    _ok(_run([sys.executable, "-m", "venv", where], where.parent, timeout=300))
+    python = where / "bin" / "python"
+    constraints = ROOT / "constraints-dev.txt"
+    _ok(_run([python, "-m", "pip", "install", "-q", "-c", constraints, requirement, *extra], where.parent))
+    return python
+
+
+def _importable(python: Path, module: str, cwd: Path) -> bool:
+    return _run([python, "-c", f"import {module}"], cwd, timeout=120).returncode == 0
+
+
+def test_the_wheel_installs_under_vlash_only(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.startswith("vlash-")}
+    assert tops == {"vlash", "robot_io"}, tops
+    for expected in ("vlash/engines/base.py", "vlash/quant/api.py", "vlash/configs/policies/pi05.yaml",
+                     "vlash/configs/devices/cpu.yaml", "robot_io/sim/task_space.py"):  # fmt: skip
+        assert expected in names, expected
+
+
+@pytest.fixture(scope="module")
+def robot_env(wheel, tmp_path_factory) -> tuple[Path, Path]:
+    """(python of a venv with `pip install vlash` + pytest, an empty working directory)."""
+    where = tmp_path_factory.mktemp("robot-env")
+    python = _venv(where / "venv", str(wheel), "pytest", "hypothesis")
+    cwd = where / "work"
+    cwd.mkdir()
+    return python, cwd
+
+
+def test_the_robot_side_installs_without_torch_and_its_tests_pass(robot_env):
+    python, cwd = robot_env
+    for heavy in ("torch", "safetensors", "tokenizers", "gymnasium", "cv2", "rich"):
+        assert not _importable(python, heavy, cwd), f"{heavy} came with `pip install vlash`"
+    tests = cwd / "tests"
+    for part in ROBOT_TESTS:  # the robot side's tests, run against the installed package (not this checkout)
+        source, target = ROOT / "tests" / part, tests / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        elif source.exists():
+            shutil.copyfile(source, target)
+    out = _ok(_run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/robot_io"], cwd))
+    assert " passed" in out and " failed" not in out, out[-2000:]
+    located = _ok(_run([python, "-c", "import robot_io; print(robot_io.__file__)"], cwd, timeout=60))
+    assert "site-packages" in located, located
+
+
+def test_the_robot_side_commands_run_and_server_commands_name_their_extra(robot_env):
+    python, cwd = robot_env
+    vlash = python.parent / "vlash"
+    assert "--server" in _ok(_run([python, ROOT / "examples" / "run_client.py", "--help"], cwd, timeout=120))
+    assert "--robot" in _ok(_run([vlash, "run", "--help"], cwd, timeout=120))
+    serve = _run([vlash, "serve", "--help"], cwd, timeout=120)
+    assert serve.returncode == 2 and "pip install 'vlash[server]'" in serve.stderr, serve.stderr
+
+
+@pytest.fixture(scope="module")
+def server_env(wheel, tmp_path_factory) -> tuple[Path, Path]:
+    where = tmp_path_factory.mktemp("server-env")
+    python = _venv(where / "venv", f"vlash[server] @ {wheel.as_uri()}")
+    cwd = where / "work"
+    cwd.mkdir()
+    return python, cwd
+
+
+def _round_trip(endpoint: str, state_dim: int) -> np.ndarray:
+    with PolicyClient(endpoint, timeout_s=60.0) as client:
+        meta = client.connect()
+        images = {c.name: np.zeros((c.height, c.width, 3), np.uint8) for c in meta.cameras}
+        state = np.zeros(state_dim, np.float32)
+        return client.infer(Infer(1, 0, time.time_ns(), "touch the red target", images, state, seed=3)).actions
+
+
+def test_the_server_side_serves_without_the_simulator(server_env, tmp_path):
+    python, cwd = server_env
+    for absent in ("gymnasium", "cv2", "matplotlib", "onnxruntime"):
+        assert not _importable(python, absent, cwd), f"{absent} came with `pip install 'vlash[server]'`"
+    assert "--checkpoint" in _ok(_run([python.parent / "vlash", "serve", "--help"], cwd, timeout=120))
+    server = ServeProcess(["--checkpoint", str(ROOT / "checkpoints" / "pi05-tiny-sim")], python=str(python), cwd=cwd)
+    try:
+        actions = _round_trip(server.endpoint, state_dim=2)
+    finally:
+        assert server.stop() == 0, server.err
+    assert actions.shape == (50, 2) and np.isfinite(actions).all()
+
+
+def test_the_server_side_serves_a_lerobot_checkpoint(server_env, tmp_path):
+    from tests.checkpoints.layouts import Stats, write_lerobot
+    from tests.policies.builders import train_wordlevel_tokenizer
+    from vlash.policies.checkpoint import build_random
+    from vlash.policies.pi05 import load_preset
+
+    python, cwd = server_env
+    tokenizer = train_wordlevel_tokenizer(tmp_path / "tok") / "tokenizer.json"
+    model = build_random(load_preset("pi05-tiny"), seed=2)
+    path = write_lerobot(tmp_path / "lerobot", model, "head", Stats.random(6, 6), tokenizer, ["front"], relative=True)
+    server = ServeProcess(["--checkpoint", str(path), "--model-config", "pi05-tiny"], python=str(python), cwd=cwd)
+    try:
+        actions = _round_trip(server.endpoint, state_dim=6)
+    finally:
+        assert server.stop() == 0, server.err
+    assert actions.shape == (50, 6) and np.isfinite(actions).all()

@@ -1,0 +1,60 @@
+"""Command-line options for what LeRobot and openpi checkpoints do not store (`vlash serve`, `vlash convert`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vlash.errors import ConfigError
+
+
+def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("LeRobot / openpi checkpoints (what their directories do not store)")
+    group.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="PaliGemma's tokenizer.model / tokenizer.json (or its folder); LeRobot < 0.6.2 and openpi ship none",
+    )
+    group.add_argument(
+        "--model-config",
+        default=None,
+        metavar="PRESET|YAML",
+        help="the model's shapes when not pi0.5's full size (e.g. pi05-tiny for test checkpoints)",
+    )
+    group.add_argument("--asset-id", default=None, help="openpi: assets/<ID>/norm_stats.json to use (if several)")
+    group.add_argument(
+        "--no-state-in-prompt",
+        action="store_true",
+        help="openpi: the prompt carries no state (configs with discrete_state_input=False, e.g. pi05_libero)",
+    )
+    group.add_argument(
+        "--relative-mask",
+        default=None,
+        metavar="0,1,...",
+        help="openpi: DeltaActions per action dim, 1 = relative to the state (pi05_aloha: 1,1,1,1,1,1,0,1,1,1,1,1,1,0)",
+    )
+
+
+def parse_mask(text: str | None) -> tuple[bool, ...] | None:
+    """ "1,0,1" -> (True, False, True); ConfigError naming the text otherwise."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or any(p not in ("0", "1") for p in parts):
+        raise ConfigError(f"--relative-mask must be comma-separated 0/1 per action dim, got {text!r}")
+    return tuple(p == "1" for p in parts)
+
+
+def checkpoint_options(args: argparse.Namespace):
+    """The CheckpointOptions the flags ask for (imports the model code: call it when the command runs)."""
+    from vlash.policies.pi05.config import load_preset
+    from vlash.policies.policy_dir import CheckpointOptions
+
+    return CheckpointOptions(
+        tokenizer=args.tokenizer,
+        model_config=None if args.model_config is None else load_preset(args.model_config),
+        asset_id=args.asset_id,
+        state_in_prompt=False if args.no_state_in_prompt else None,
+        relative_mask=parse_mask(args.relative_mask),
+    )

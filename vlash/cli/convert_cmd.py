@@ -1,0 +1,71 @@
+"""`vlash convert --from KIND SRC --out DIR`: a LeRobot or openpi checkpoint as a vlash policy directory.
+
+    vlash convert --from openpi-jax ~/.cache/openpi/openpi-assets/checkpoints/pi05_droid --out pi05-droid \
+        --tokenizer paligemma_tokenizer.model --action-horizon 15
+    vlash convert --from lerobot my_pi05_finetune --out pi05-mine --tokenizer paligemma/tokenizer.json
+
+The result loads without any of the source's options (`vlash serve --checkpoint DIR`, `vlash export`), acts as
+the source does on the same inputs and noise, and is written atomically (a failed run leaves nothing behind).
+openpi JAX params need the openpi extra (orbax): pip install 'vlash[openpi]'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from vlash.cli.checkpoint_args import add_checkpoint_options, checkpoint_options
+from vlash.errors import ConfigError
+
+HELP = "convert a LeRobot or openpi (PyTorch or JAX) checkpoint into a vlash policy directory"
+SOURCES = ("lerobot", "openpi", "openpi-jax")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("convert", help=HELP)
+    p.add_argument("--from", dest="source_kind", choices=SOURCES, required=True, help="the source's layout")
+    p.add_argument("source", type=Path, help="checkpoint directory (openpi-jax: the root holding params/ and assets/)")
+    p.add_argument("--out", type=Path, required=True, help="vlash policy directory to write (replaced atomically)")
+    p.add_argument(
+        "--action-horizon",
+        type=int,
+        default=None,
+        help="openpi-jax: the chunk length the checkpoint was trained with (pi05_droid 15, pi05_libero 10; "
+        "default 50)",
+    )
+    add_checkpoint_options(p)
+
+
+def _say(message: str) -> None:
+    print(f"vlash convert: {message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.source.is_dir():
+        raise ConfigError(f"{args.source} is not a directory")
+    if args.action_horizon is not None and args.source_kind != "openpi-jax":
+        raise ConfigError("--action-horizon applies to --from openpi-jax (other layouts store their chunk length)")
+    options = checkpoint_options(args)
+    start = time.perf_counter()
+    if args.source_kind == "openpi-jax":
+        from vlash.policies.openpi_jax_checkpoint import convert_openpi_jax
+
+        policy = convert_openpi_jax(args.source, args.out, options, args.action_horizon, progress=_say)
+    else:
+        from vlash.policies.policy_dir import detect_layout, load_policy, save_loaded_policy
+
+        layout = detect_layout(args.source)
+        if layout != args.source_kind:
+            raise ConfigError(f"{args.source} looks like a {layout} directory, not {args.source_kind}")
+        _say(f"loading {args.source}")
+        policy = load_policy(args.source, options=options)
+        _say(f"writing {args.out}")
+        save_loaded_policy(args.out, policy)
+    params = sum(p.numel() for p in policy.model.parameters())
+    print(
+        f"vlash convert: {args.source} ({args.source_kind}) -> {args.out}: {policy.config.name}, {params / 1e6:.1f}M "
+        f"params, {policy.processor.action_dims} action dims, {time.perf_counter() - start:.1f} s"
+    )
+    return 0
