@@ -76,7 +76,10 @@ def export_artifact(
         elif (Path(checkpoint) / "config.yaml").is_file():
             _copy_policy(Path(checkpoint), policy_dir)
         else:
-            raise ConfigError(f"{checkpoint}: not a vlash policy directory (no config.yaml)")
+            raise ConfigError(
+                f"{checkpoint}: not a vlash policy directory (no config.yaml); LeRobot and openpi checkpoints: "
+                "`vlash convert --from lerobot|openpi|openpi-jax SRC --out DIR` first, then export DIR"
+            )
         model = load_policy(policy_dir).model
         manifest = export_onnx(
             model,
