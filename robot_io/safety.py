@@ -1,20 +1,39 @@
-"""Safety between the executor and the robot: clamp every command, and a watchdog for missing actions.
+"""Safety between the executor and the robot: clamp every command, a fallback for missing actions, a stall watchdog.
 
-`Safety.filter(action, state)` always returns an action to send, never raises in the loop:
-- a missing action (None: the executor has nothing valid before the tick's deadline) or a non-finite one
-  is replaced by the fallback — "hold" repeats the last commanded position, "stop" commands the measured
-  position (the arm stops where it is) — counted and logged (first occurrence, then every `log_every`);
+Everything here is in ACTION space (float32 [A]); the state may have other entries (see robot_io.robots.base).
+`Safety.filter(action, measured)` returns the action to send, or None, and never raises in the loop:
+- a missing action (None: the executor has nothing valid before the tick's deadline) or a non-finite or
+  misshaped one is replaced by the fallback, counted and logged (first occurrence, then every `log_every`);
 - the action is clamped to the joint limits, and its change from the last command to `max_step` per tick.
-For "delta" actions (increments) the fallback is zero and only `max_step` applies (to the increment).
+
+`measured` is the hold action read from the current observation: the robot's `hold_action(observation)` if it
+has one, else the measured positions of the action's joints (the state entries named like them, or the whole
+state when the robot names nothing and state_dim == action_dim), else None (unknown). The fallback:
+- "hold": the last command sent; before any command, `measured`;
+- "stop": `measured` (the arm stops where it is); when unknown, the last command;
+- "delta" actions (increments): zero, whatever the mode;
+- none of these known (nothing sent yet and no measured positions): nothing is sent (None) and the robot's own
+  controller keeps doing what it did before the run (position servos hold their goal). Counted as a fallback.
+The first command's `max_step` is measured from `measured`; the runner refuses `max_step` without it.
+
+StallWatchdog covers a stalled loop thread (a tick blocked in a driver, the interpreter descheduled): a small
+thread that notices no completed tick within `timeout_s` and calls `hold()` (the runner sends the fallback under
+the lock that guards every send), again every `timeout_s` while the stall lasts. The runner starts it only for
+robots that do not hold position by themselves (`holds_position` False: streaming or velocity controllers);
+position servos (LeRobot arms) and the stepped simulator stay put without new commands.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from robot_io.control.clock import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
 FALLBACKS = ("hold", "stop")
@@ -52,30 +71,37 @@ class SafetyConfig:
 
 
 class Safety:
-    """Clamps commands and substitutes the fallback for missing ones; counts what it did."""
+    """Clamps commands and substitutes the fallback for missing ones; counts what it did. `action_dim`: the
+    robot's action size (None: taken from `measured`)."""
 
-    def __init__(self, config: SafetyConfig | None = None) -> None:
+    def __init__(self, config: SafetyConfig | None = None, action_dim: int | None = None) -> None:
         self.config = config or SafetyConfig()
         c = self.config
+        self.action_dim = action_dim
         self._low = None if c.joint_low is None else np.asarray(c.joint_low, np.float32)
         self._high = None if c.joint_high is None else np.asarray(c.joint_high, np.float32)
         self.last_command: np.ndarray | None = None
         self.fallbacks = 0  # ticks without a valid action (watchdog holds/stops)
         self.unexpected = 0  # of which not expected by the executor (missed deadlines, bad actions)
         self.invalid = 0  # of which the action was present but not finite / wrong size
+        self.unsent = 0  # of which nothing could be sent (no command yet, no measured positions)
         self.clamped = 0  # ticks whose action was changed by a limit
 
     def reset(self) -> None:
-        """Forget the last command (a new episode: the first command is measured from the state)."""
+        """Forget the last command (a new episode: the first command is measured from the observation)."""
         self.last_command = None
 
-    def filter(self, action: np.ndarray | None, state: np.ndarray, expected: bool = False) -> tuple[np.ndarray, bool]:
-        """(the action to send, whether it is the watchdog fallback). `expected`: a missing action is by design
-        (waiting for a first or sync chunk): counted, not logged as a warning."""
-        state = np.asarray(state, np.float32)
+    def filter(
+        self, action: np.ndarray | None, measured: np.ndarray | None, expected: bool = False
+    ) -> tuple[np.ndarray | None, bool]:
+        """(the action to send or None to send nothing, whether it is the fallback). `measured`: the hold action
+        from the current observation, or None (module doc). `expected`: a missing action is by design (waiting
+        for a first or sync chunk): counted, not logged as a warning."""
+        measured = None if measured is None else np.asarray(measured, np.float32)
         if action is not None:
             action = np.asarray(action, np.float32)
-            if action.shape != state.shape or not np.isfinite(action).all():
+            dim = self.action_dim if self.action_dim is not None else None if measured is None else len(measured)
+            if action.ndim != 1 or (dim is not None and len(action) != dim) or not np.isfinite(action).all():
                 self.invalid += 1
                 action = None
         if action is None:
@@ -85,31 +111,94 @@ class Safety:
                 log.warning(
                     "no valid action before the deadline: %s (%d so far)", self.config.on_missing, self.unexpected
                 )
-            action, held = self._fallback(state), True
+            action, held = self.hold_action(measured), True
+            if action is None:
+                self.unsent += 1
+                return None, True
         else:
             held = False
-        sent = self._clamp(action, state)
+        sent = self._clamp(action, measured)
         if not held and not np.array_equal(sent, action):
             self.clamped += 1
         if self.config.action_kind == "absolute":
             self.last_command = sent
         return sent, held
 
-    def _fallback(self, state: np.ndarray) -> np.ndarray:
-        if self.config.action_kind == "delta":
-            return np.zeros_like(state)
-        if self.config.on_missing == "hold" and self.last_command is not None:
-            return self.last_command.copy()
-        return state.copy()
+    def hold_action(self, measured: np.ndarray | None) -> np.ndarray | None:
+        """The fallback command (module doc), not counted; None: send nothing."""
+        c = self.config
+        if c.action_kind == "delta":
+            dim = self.action_dim if self.action_dim is not None else None if measured is None else len(measured)
+            return None if dim is None else np.zeros(dim, np.float32)
+        first, second = (self.last_command, measured) if c.on_missing == "hold" else (measured, self.last_command)
+        choice = first if first is not None else second
+        return None if choice is None else np.array(choice, np.float32)
 
-    def _clamp(self, action: np.ndarray, state: np.ndarray) -> np.ndarray:
+    def _clamp(self, action: np.ndarray, measured: np.ndarray | None) -> np.ndarray:
         out = action.copy()
         step = self.config.max_step
         if self.config.action_kind == "delta":
             return out if step is None else np.clip(out, -step, step)
-        if step is not None:
-            ref = self.last_command if self.last_command is not None else state
+        ref = self.last_command if self.last_command is not None else measured
+        if step is not None and ref is not None:
             out = np.clip(out, ref - step, ref + step)
         if self._low is not None:
             out = np.clip(out, self._low, self._high)
         return out.astype(np.float32)
+
+
+class StallWatchdog:
+    """Calls `hold()` from its own thread when no tick completed (`tick_done()`) for more than `timeout_s` of
+    `clock` time, then again every `timeout_s` while the stall lasts. Armed by the first `tick_done()`.
+    `poll_s`: how often the thread looks (real time; default timeout_s / 4)."""
+
+    def __init__(
+        self, hold: Callable[[], None], timeout_s: float, clock: Clock | None = None, poll_s: float | None = None
+    ) -> None:
+        if not (math.isfinite(timeout_s) and timeout_s > 0):
+            raise ValueError(f"StallWatchdog.timeout_s must be > 0, got {timeout_s}")
+        self.hold, self.clock = hold, clock or MonotonicClock()
+        self.timeout_ns = round(timeout_s * 1e9)
+        self.poll_s = timeout_s / 4 if poll_s is None else poll_s
+        self.stalls = 0  # stalls noticed
+        self.holds = 0  # hold() calls made
+        self.failures = 0  # hold() calls that raised (logged; the watchdog keeps watching)
+        self._last_done: int | None = None
+        self._last_hold = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._watch, name="stall-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+
+    def tick_done(self) -> None:
+        """Called by the loop thread at the end of each tick."""
+        self._last_done = self.clock.now_ns()
+
+    def _watch(self) -> None:
+        stalled_since: int | None = None  # the tick completion the current stall follows
+        while not self._stop.wait(self.poll_s):
+            last, now = self._last_done, self.clock.now_ns()
+            if last is None or now - last <= self.timeout_ns:
+                continue
+            if stalled_since != last:
+                stalled_since = last
+                self.stalls += 1
+                log.warning("control loop stalled: no tick for %.0f ms; commanding the hold", (now - last) / 1e6)
+            elif now - self._last_hold < self.timeout_ns:
+                continue
+            self._last_hold = now
+            self.holds += 1
+            try:
+                self.hold()
+            except Exception:  # the watchdog must outlive a failing driver call; it is logged and counted
+                self.failures += 1
+                log.exception("stall watchdog: the hold command failed")

@@ -7,10 +7,12 @@ FakePolicyClient satisfies the executors' PolicyLink (connect / submit / poll): 
 at submit time by `plan(infer)` and its Actions become available `latency_s` later on `clock` (simulated or
 real). `stream` lists partial messages as (fraction of the latency, number of new actions final), like the
 horizon-aware sampler's streaming. A newer request drops the older one (Error DROPPED), as the server does.
+LoopbackPolicyServer serves a planner over real ZeroMQ without torch; `hold_planner` keeps a robot where it is.
 """
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -110,6 +112,18 @@ def expert_planner(robot: Any, chunk_length: int = 50) -> Planner:
     return plan
 
 
+def hold_planner(chunk_length: int, state_index: Sequence[int] | None = None) -> Planner:
+    """A planner whose chunks keep the robot where it is: every action is the state's action entries
+    (`state_index`, None: the whole state), taken from future_state when the request has one."""
+
+    def plan(infer: Infer) -> np.ndarray:
+        state = np.asarray(infer.state if infer.future_state is None else infer.future_state, np.float32)
+        action = state if state_index is None else state[np.asarray(state_index, np.intp)]
+        return np.tile(action, (chunk_length, 1))
+
+    return plan
+
+
 def sim_metadata(robot: Any, chunk_length: int = 50, rate_hz: float = 30.0) -> Metadata:
     """Metadata of an in-process policy for a connected SimRobot (its camera, its joints)."""
     s, j = robot.image_size, robot.env.num_joints
@@ -139,6 +153,7 @@ class LoopbackPolicyServer:
 
         self.endpoint, self.plan, self.metadata = endpoint, plan, metadata
         self.served = 0
+        self.requests: list[Infer] = []  # every request served, in order (arrays copied)
         self._zmq = zmq
         self._socket = zmq.Context.instance().socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -167,6 +182,7 @@ class LoopbackPolicyServer:
             if isinstance(message, Hello):
                 reply = self.metadata
             elif isinstance(message, Infer):
+                self.requests.append(copy.deepcopy(message))
                 chunk = np.asarray(self.plan(message), np.float32)
                 if message.prefix is not None and len(message.prefix):
                     chunk[: len(message.prefix)] = message.prefix

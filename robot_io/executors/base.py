@@ -64,6 +64,10 @@ class ChunkExecutor:
         self.waiting = True  # the last tick returned None by design (first chunk, sync), not a missed deadline
         self._warned: set[str] = set()
         self._max_side = getattr(client, "limits", Limits()).max_image_side  # larger camera frames are downscaled
+        # robot wiring, set by the runner at setup: policy camera -> robot camera (None: identical names), and the
+        # state entries the action's joints occupy (None: the state is the action's joints, in order)
+        self.camera_map: dict[str, str | None] | None = None
+        self.state_index: np.ndarray | None = None
         self.counts = dict(requests=0, chunks=0, wait_steps=0, starved_steps=0, stale=0, errors=0, dropped=0,
                            timeouts=0, too_late=0, deferred=0, link_errors=0)  # fmt: skip
 
@@ -155,7 +159,7 @@ class ChunkExecutor:
             step_index=step,
             capture_time_ns=int(observation.get("capture_time_ns", time.time_ns())),
             prompt=self.config.prompt or str(observation.get("prompt", "")),
-            images=match_cameras(observation.get("images", {}), meta.cameras, self._warn_once, self._max_side),
+            images=match_cameras(observation.get("images", {}), meta.cameras, self.camera_map, self._max_side),
             state=state,
             execution_horizon=self.config.execution_horizon * q,
             seed=None if self.config.seed is None else self.config.seed + request_id,

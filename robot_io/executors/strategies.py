@@ -8,7 +8,9 @@ horizon; q the quantization. Every mode's first request (nothing running) is syn
             (chunk index 0 is the request time: the actions that went stale during the delay are skipped)
     vlash   same timing; send future_state = the state at the switch, rolled forward from the committed actions
             (absolute: the last command before the switch; delta: state + the executed increments); switch at
-            k + d running index 0 (the chunk was planned for the switch time)
+            k + d running index 0 (the chunk was planned for the switch time). When the state has more entries
+            than the action (`state_index` locates the action's joints in it), only those entries are rolled
+            forward; the others (velocities, forces, ...) keep their observed values
     rtc     same timing as naive; send the committed prefix (the d*q chunk indices executed during the delay,
             returned bit-exact) and delay_steps d (training-time RTC, ALGORITHMS.md §4b; "prefix" in
             vlash/eval/modes.py); switch at k + d running index d*q
@@ -51,9 +53,14 @@ class VlashExecutor(ChunkExecutor):
     mode = "vlash"
 
     def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
-        future = self.current.future_state(step, step + d, state)
+        idx = self.state_index  # the action's joints within a longer state: roll those, keep the other entries
+        future = self.current.future_state(step, step + d, state if idx is None else state[idx])
         if future is None:
             return None
+        if idx is not None:
+            rolled = np.asarray(state, np.float32).copy()
+            rolled[idx] = future
+            future = rolled
         return dict(infer=dict(future_state=future, delay_steps=d), switch_step=step + d, first_index=0, align=True,
                     delay=d, mode=self.mode)  # fmt: skip
 

@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
-from robot_io.robots.base import Robot
+from pathlib import Path
+
+from robot_io.robots.base import Robot, RobotConfigError
 from robot_io.robots.camera import OpenCVCamera
 from robot_io.robots.lerobot_robot import LeRobotRobot
 from robot_io.robots.sim_robot import EpisodeOutcome, SimRobot
 
+SPECS = "'sim:<task>[:<seed>]' or 'lerobot:<type>' (with --robot-config FILE.yaml)"
 
-def make_robot(spec: str) -> Robot:
-    """A robot from a command-line spec: "sim:<task>[:<seed>]". LeRobot robots are built in Python
-    (their configs are LeRobot's) and wrapped with LeRobotRobot(robot)."""
-    if spec.startswith("sim:"):
+
+def make_robot(spec: str, config_path: str | Path | None = None) -> Robot:
+    """A robot from a command-line spec (not connected):
+    "sim:<task>[:<seed>]"  the simulated arm (e.g. sim:reach, sim:whack:3);
+    "lerobot:<type>"       a LeRobot robot built by LeRobot's own config registry and factory, its config fields
+                           read from `config_path` (YAML: port, id, cameras, ...), e.g. lerobot:so101_follower.
+    Other robots are built in Python: any class with the Robot interface (see examples/custom_robot.py)."""
+    kind, _, rest = spec.partition(":")
+    if kind == "sim":
+        if config_path is not None:
+            raise RobotConfigError(f"a robot config file applies to lerobot:<type> robots, not {spec!r}")
         return SimRobot.from_spec(spec)
-    raise ValueError(f"unknown robot spec {spec!r}; the command line supports 'sim:<task>[:<seed>]'")
+    if kind == "lerobot":
+        if not rest:
+            raise RobotConfigError(f"robot spec {spec!r}: name the LeRobot robot type, e.g. lerobot:so101_follower")
+        from robot_io.robots.lerobot_factory import load_robot_config, make_lerobot_robot
+
+        return make_lerobot_robot(rest, None if config_path is None else load_robot_config(config_path))
+    raise RobotConfigError(f"unknown robot spec {spec!r}; the command line supports {SPECS}")
 
 
-__all__ = ["EpisodeOutcome", "LeRobotRobot", "OpenCVCamera", "Robot", "SimRobot", "make_robot"]
+__all__ = ["EpisodeOutcome", "LeRobotRobot", "OpenCVCamera", "Robot", "RobotConfigError", "SimRobot", "make_robot"]

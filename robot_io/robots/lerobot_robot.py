@@ -1,8 +1,19 @@
 """LeRobotRobot: any object with LeRobot's Robot interface as a robot_io Robot (lerobot itself never imported).
 
-LeRobot robots describe flat features: "<joint>.pos" -> float for joints, "<camera>" -> (H, W, 3) for images.
-The adapter orders joints as in `action_features`, stacks them into the state/action vectors, collects camera
-features into "images", and may add robot_io cameras (OpenCVCamera) under their own names.
+LeRobot robots describe flat features: "<motor>.pos" -> float for joints, "<camera>" -> (H, W, 3) for images.
+The action is the robot's `action_features` (all "<joint>.pos": position-controlled arms), in their order; the
+state is every float observation feature, in its order (the action's joints and any extra readings). Camera
+features become "images.<camera>"; robot_io cameras (OpenCVCamera) may be added under their own names.
+Other features (e.g. "<cam>_depth" (H, W, 1)) are not sent.
+
+Hold: the action's joints are position servos, which keep their last goal when no command arrives
+(`holds_position`); before any command the hold is the measured positions (`state_names` / `action_names`).
+
+Capture time: LeRobot reads the motors first and then each camera's latest frame, inside one
+`get_observation()`; the state's stamp is taken just before that call (the wall clock when the motor read
+starts). A robot_io camera frame carries its own grab time (read_latest's stamp). The observation's
+capture_time_ns is the oldest of these: an observation is as old as its oldest part. LeRobot's own cameras give
+no frame time; their latest frame is at most about one camera period older than the state's stamp.
 """
 
 from __future__ import annotations
@@ -20,7 +31,13 @@ from robot_io.specs import ArraySpec
 JOINT_SUFFIX = ".pos"
 
 
+def _is_image(feature: Any) -> bool:
+    return isinstance(feature, tuple) and len(feature) == 3 and feature[2] == 3
+
+
 class LeRobotRobot:
+    holds_position = True  # position servos keep their last goal when commands stop
+
     def __init__(self, robot: Any, cameras: dict[str, OpenCVCamera] | None = None, max_frame_age_s: float = 0.5):
         self.robot, self.cameras, self.max_frame_age_s = robot, dict(cameras or {}), max_frame_age_s
         actions = dict(robot.action_features)
@@ -31,11 +48,23 @@ class LeRobotRobot:
         missing = [j for j in self.joints if j not in obs]
         if missing:
             raise ShapeError(f"LeRobotRobot: joints {missing} have an action but no observation feature")
-        self.robot_cameras = {k: tuple(v) for k, v in obs.items() if isinstance(v, tuple) and len(v) == 3}
+        self.readings = [k for k, v in obs.items() if v is float]  # the state's entries
+        self.robot_cameras = {k: tuple(v) for k, v in obs.items() if _is_image(v)}
+        clash = sorted(set(self.robot_cameras) & set(self.cameras))
+        if clash:
+            raise ShapeError(f"LeRobotRobot: cameras {clash} exist on the LeRobot robot and as robot_io cameras")
+
+    @property
+    def state_names(self) -> list[str]:
+        return list(self.readings)
+
+    @property
+    def action_names(self) -> list[str]:
+        return list(self.joints)
 
     @property
     def observation_features(self) -> dict[str, ArraySpec]:
-        feats = {"state": ArraySpec("state", (len(self.joints),), "float32")}
+        feats = {"state": ArraySpec("state", (len(self.readings),), "float32")}
         for name, shape in self.robot_cameras.items():
             feats[f"images.{name}"] = ArraySpec(name, shape, "uint8")
         for name, cam in self.cameras.items():
@@ -57,12 +86,13 @@ class LeRobotRobot:
         self.robot.disconnect()
 
     def get_observation(self) -> dict[str, Any]:
+        stamp = time.time_ns()  # the motor read starts now (see the module doc)
         raw = self.robot.get_observation()
-        stamp = time.time_ns()
-        state = np.array([raw[j] for j in self.joints], np.float32)
+        state = np.array([raw[k] for k in self.readings], np.float32)
         images = {name: np.asarray(raw[name], np.uint8) for name in self.robot_cameras}
         for name, cam in self.cameras.items():
-            images[name] = cam.read_latest(self.max_frame_age_s)[0]  # DeadlineExceeded if stalled
+            images[name], grabbed_ns = cam.read_latest(self.max_frame_age_s)  # DeadlineExceeded if stalled
+            stamp = min(stamp, time.time_ns() - (time.monotonic_ns() - grabbed_ns))  # grab time, on the wall clock
         return {"state": state, "images": images, "capture_time_ns": stamp}
 
     def send_action(self, action: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -11,7 +11,7 @@ import numpy as np
 from robot_io.robots.base import action_vector
 from robot_io.specs import ArraySpec
 
-SIM_CAMERA = "image"
+SIM_CAMERA = "base_0_rgb"  # pi0.5's name for the base (third-person) view: the top-down camera is one
 
 
 @dataclass
@@ -29,6 +29,8 @@ class SimRobot:
 
     Episodes restart automatically (seed, seed + 1, ...); outcomes are kept in `episodes`. The env is
     exposed as `env` (a privileged scripted expert can plan from it, see robot_io.testing)."""
+
+    holds_position = True  # stepped by send_action: nothing moves while no command arrives
 
     def __init__(
         self,

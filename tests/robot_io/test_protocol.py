@@ -265,8 +265,9 @@ def test_validate_infer_against_metadata():
     validate_infer(decode(encode(make_infer())), METADATA)
     native = {"front": np.zeros((48, 64, 3), np.uint8), "wrist": np.zeros((3, 2, 3), np.uint8)}
     validate_infer(make_infer(images=native), METADATA)  # any size: the server resizes as the policy was trained
+    validate_infer(make_infer(images={"front": native["front"]}), METADATA)  # a camera left out is masked
     cases = [
-        (make_infer(images={"front": np.zeros((6, 8, 3), np.uint8)}), ErrorCode.UNKNOWN_CAMERA, "missing camera"),
+        (make_infer(images={}), ErrorCode.UNKNOWN_CAMERA, "no camera image"),
         (make_infer(images={"top": np.zeros((6, 8, 3), np.uint8)}), ErrorCode.UNKNOWN_CAMERA, "unknown camera"),
         (
             make_infer(images={"front": np.zeros((1, 64, 3), np.uint8), "wrist": np.zeros((6, 8, 3), np.uint8)}),

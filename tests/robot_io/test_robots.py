@@ -1,31 +1,37 @@
-"""Robots: the simulated arm, the LeRobot adapter (with a fake LeRobot-style robot), the OpenCV camera."""
+"""Robots: the simulated arm, the LeRobot adapter (with a fake LeRobot-style robot), the OpenCV camera.
+Building LeRobot robots from their configs is in test_lerobot_factory.py."""
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 
 from robot_io.errors import DeadlineExceeded, RobotIOError, ShapeError
-from robot_io.robots import LeRobotRobot, OpenCVCamera, Robot, SimRobot, make_robot
+from robot_io.robots import LeRobotRobot, OpenCVCamera, Robot, RobotConfigError, SimRobot, make_robot
+from robot_io.robots.base import action_state_index, robot_cameras
 
 
 def test_sim_spec_parsing():
     robot = make_robot("sim:whack:7")
     assert isinstance(robot, SimRobot) and robot.task == "whack" and robot.seed == 7
-    for bad in ("sim:", "sim:reach:x", "real:arm"):
+    for bad in ("sim:", "sim:reach:x", "real:arm", "lerobot:"):
         with pytest.raises(ValueError, match="spec"):
             make_robot(bad)
+    with pytest.raises(RobotConfigError, match="applies to lerobot"):
+        make_robot("sim:reach", "robot.yaml")
 
 
+@pytest.mark.sim  # the simulated arm (gymnasium, OpenCV)
 def test_sim_robot_steps_once_per_action_and_restarts_episodes():
     robot = SimRobot("reach", seed=3)
     robot.connect()
     assert isinstance(robot, Robot)
     obs = robot.get_observation()
-    assert obs["episode_start"] and obs["state"].shape == (2,) and obs["images"]["image"].shape == (96, 96, 3)
+    assert obs["episode_start"] and obs["state"].shape == (2,) and obs["images"]["base_0_rgb"].shape == (96, 96, 3)
     assert "target" in obs["prompt"] or "dot" in obs["prompt"]
     robot.observation_features["state"].validate(obs["state"])
     assert not robot.get_observation()["episode_start"]
@@ -81,6 +87,56 @@ def test_lerobot_adapter_maps_joints_and_cameras():
     np.testing.assert_allclose(sent["action"], [1.0, 0.1])
     robot.disconnect()
     assert not inner.connected
+
+
+def test_lerobot_adapter_state_has_every_reading_and_names_the_action_joints():
+    class WithCurrent(FakeLeRobot):  # a reading that is not an action joint, and a depth image (not sent)
+        observation_features = {"shoulder.pos": float, "shoulder.current": float, "elbow.pos": float,
+                                 "front": (8, 6, 3), "front_depth": (8, 6, 1)}  # fmt: skip
+
+        def get_observation(self):
+            return super().get_observation() | {"shoulder.current": 3.0, "front_depth": np.zeros((8, 6, 1))}
+
+    robot = LeRobotRobot(WithCurrent())
+    assert robot.observation_features["state"].shape == (3,) and list(robot_cameras(robot)) == ["front"]
+    assert robot.state_names == ["shoulder.pos", "shoulder.current", "elbow.pos"] and robot.holds_position
+    np.testing.assert_array_equal(action_state_index(robot), [0, 2])
+    np.testing.assert_array_equal(robot.get_observation()["state"], [0.5, 3.0, -0.25])
+
+
+def test_lerobot_capture_time_is_taken_when_the_state_is_read_not_after_the_whole_read():
+    class SlowCameras(FakeLeRobot):  # the motors are read first, then the cameras (slow here)
+        def get_observation(self):
+            self.read_at = time.time_ns()
+            time.sleep(0.05)
+            return super().get_observation()
+
+    inner = SlowCameras()
+    obs = LeRobotRobot(inner).get_observation()
+    assert obs["capture_time_ns"] <= inner.read_at  # stamped before the motor read, not after the cameras
+
+
+class OldFrameCamera:
+    """A robot_io camera whose newest frame was grabbed 200 ms ago (monotonic stamp, as OpenCVCamera's)."""
+
+    height, width = 4, 5
+
+    def connect(self):
+        pass
+
+    def disconnect(self):
+        pass
+
+    def read_latest(self, max_age_s=None):
+        return np.zeros((4, 5, 3), np.uint8), time.monotonic_ns() - 200_000_000
+
+
+def test_a_camera_frame_time_makes_the_observation_as_old_as_its_oldest_part():
+    before = time.time_ns()
+    obs = LeRobotRobot(FakeLeRobot(), cameras={"side": OldFrameCamera()}).get_observation()
+    after = time.time_ns()
+    assert obs["images"]["side"].shape == (4, 5, 3)
+    assert before - 200_000_000 - 5_000_000_000 < obs["capture_time_ns"] <= after - 200_000_000
 
 
 def test_lerobot_adapter_refuses_non_joint_actions():

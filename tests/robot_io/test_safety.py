@@ -1,11 +1,16 @@
-"""Safety: joint-limit and max-step clamps; the watchdog's hold/stop fallback (counted, never raising)."""
+"""Safety: joint-limit and max-step clamps; the hold/stop fallback in action space (counted, never raising); the
+stall watchdog thread (simulated clock: the stall is simulated time passing with no completed tick)."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import numpy as np
 import pytest
 
-from robot_io.safety import Safety, SafetyConfig
+from robot_io.control import SimulatedClock
+from robot_io.safety import Safety, SafetyConfig, StallWatchdog
 
 
 def test_clamps_to_joint_limits_and_max_step_from_the_last_command():
@@ -65,3 +70,90 @@ def test_config_is_validated():
         SafetyConfig(joint_low=(1.0,), joint_high=(0.0,))
     with pytest.raises(ValueError, match="max_step must be > 0"):
         SafetyConfig(max_step=0.0)
+
+
+def test_the_fallback_is_in_action_space_when_the_state_is_longer():
+    """state_dim 5, action_dim 3: the fallback never takes the state's shape."""
+    safety = Safety(SafetyConfig(max_step=0.5), action_dim=3)
+    sent, held = safety.filter(None, None)  # no command yet, no measured positions: send nothing
+    assert sent is None and held and safety.unsent == 1 and safety.fallbacks == 1
+    measured = np.array([0.1, 0.2, 0.3], np.float32)  # the hold action read from the observation
+    sent, held = safety.filter(None, measured)
+    np.testing.assert_allclose(sent, measured)
+    sent, _ = safety.filter(np.array([2.0, 0.2, 0.3], np.float32), measured)
+    np.testing.assert_allclose(sent, [0.6, 0.2, 0.3])  # max step from the last command (the hold)
+    sent, held = safety.filter(None, None)
+    np.testing.assert_allclose(sent, [0.6, 0.2, 0.3])  # hold: the last command
+    sent, held = safety.filter(np.zeros(5, np.float32), None)  # a state-sized action is invalid
+    assert held and safety.invalid == 1 and sent.shape == (3,)
+
+
+def test_stop_prefers_the_measured_positions_and_falls_back_to_the_last_command():
+    stop = Safety(SafetyConfig(on_missing="stop"), action_dim=2)
+    stop.filter(np.array([0.3, 0.4], np.float32), None)
+    np.testing.assert_allclose(stop.filter(None, None)[0], [0.3, 0.4])
+    np.testing.assert_allclose(stop.filter(None, np.array([0.1, 0.1], np.float32))[0], [0.1, 0.1])
+    delta = Safety(SafetyConfig(action_kind="delta"), action_dim=3)
+    assert not delta.filter(None, None)[0].any() and delta.unsent == 0
+
+
+class Recorder:
+    def __init__(self):
+        self.calls, self.called = [], threading.Event()
+
+    def __call__(self):
+        self.calls.append(threading.current_thread().name)
+        self.called.set()
+
+
+def test_stall_watchdog_holds_from_its_own_thread_when_no_tick_completes():
+    clock, hold = SimulatedClock(), Recorder()
+    dog = StallWatchdog(hold, timeout_s=0.2, clock=clock, poll_s=0.001)
+    dog.start()
+    try:
+        clock.advance(10.0)
+        time.sleep(0.02)  # not armed before the first completed tick: nothing to hold yet
+        assert not hold.calls
+        dog.tick_done()
+        clock.advance(0.2)  # exactly the bound: not a stall yet
+        time.sleep(0.02)
+        assert not hold.calls and dog.stalls == 0
+        clock.advance(0.05)  # the loop thread is stuck (simulated time passes, no tick completes)
+        assert hold.called.wait(10.0)
+        assert hold.calls[0] == "stall-watchdog" and dog.stalls == 1
+        holds = dog.holds
+        clock.advance(0.25)  # still stalled: the hold is re-sent once per bound
+        deadline = time.monotonic() + 10.0
+        while dog.holds == holds and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert dog.holds == holds + 1 and dog.stalls == 1
+        dog.tick_done()  # the loop recovered: a later stall is a new one
+        clock.advance(0.3)
+        while dog.stalls == 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert dog.stalls == 2
+    finally:
+        dog.stop()
+
+
+def test_a_failing_hold_is_counted_and_the_watchdog_keeps_watching():
+    clock, calls = SimulatedClock(), []
+
+    def hold():
+        calls.append(1)
+        raise RuntimeError("bus error")
+
+    dog = StallWatchdog(hold, timeout_s=0.1, clock=clock, poll_s=0.001)
+    dog.start()
+    try:
+        dog.tick_done()
+        clock.advance(1.0)
+        deadline = time.monotonic() + 10.0
+        while len(calls) < 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        clock.advance(1.0)
+        while len(calls) < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert len(calls) == 2 and dog.failures == 2
+    finally:
+        dog.stop()

@@ -1,0 +1,168 @@
+"""`vlash run` on real robots: `lerobot:<type>` + `--robot-config` through the real command line against the fake
+LeRobot (tests/fixtures/fake_lerobot) and a torch-free loopback policy server over ZeroMQ; camera maps; one-line
+setup errors; the plain-text status and summary (no rich)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from robot_io.protocol import CameraSpec, Metadata
+from robot_io.testing import LoopbackPolicyServer, hold_planner
+from tests.import_guard import BLOCK_HEAVY_IMPORTS
+from tests.robot_io.lerobot_fixture import FAKE_LEROBOT, ROOT, SO101_YAML, fake_lerobot_on_path
+from vlash.cli.main import main
+from vlash.cli.run_cmd import StatusPrinter, summary_text
+
+PI05_CAMERAS = [CameraSpec(n, 224, 224) for n in ("base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb")]
+SO101_MAP = ["--camera", "base_0_rgb=front", "--camera", "left_wrist_0_rgb=wrist", "--camera", "right_wrist_0_rgb=none"]
+
+
+def so101_metadata(state_dim: int = 6) -> Metadata:
+    return Metadata("hold", PI05_CAMERAS, state_dim, 6, 20, 30.0, "fp32", "loopback", 1, "constant", False)
+
+
+@pytest.fixture
+def fake_lerobot():
+    with fake_lerobot_on_path() as path:
+        yield path
+
+
+def run_argv(endpoint: str, *extra: str) -> list[str]:
+    return ["run", "--server", endpoint, "--robot", "lerobot:so101_follower", "--robot-config", str(SO101_YAML),
+            "--duration", "1", "--timeout", "5", *extra]  # fmt: skip
+
+
+def test_lerobot_robot_runs_end_to_end_through_the_command_line(fake_lerobot, capsys):
+    from lerobot.robots.so_follower import INSTANCES
+
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
+        assert main(run_argv(server.endpoint, *SO101_MAP)) == 0
+        requests = list(server.requests)
+    arm = INSTANCES[-1]
+    assert len(requests) >= 2 and arm.sent and not arm.is_connected and arm.calibrated_on_connect
+    for infer in requests:  # front (index 0) feeds base_0_rgb, wrist (index 1) left_wrist; right_wrist is masked
+        assert sorted(infer.images) == ["base_0_rgb", "left_wrist_0_rgb"] and infer.state.shape == (6,)
+        assert infer.images["base_0_rgb"][0, 0, 0] == 0 and infer.images["left_wrist_0_rgb"][0, 0, 0] == 1
+    np.testing.assert_allclose(list(arm.sent[-1].values()), [0, 0, 0, 0, 0, 50])  # the hold plan kept it still
+    out = capsys.readouterr().out
+    assert "\r" not in out and out.count("step ") == 1  # not a terminal: one plain progress line per 5 s
+    assert "vlash run: vlash at 30 Hz" in out and "  missed deadlines  " in out
+
+
+def test_without_lerobot_the_command_fails_with_one_line_naming_the_extra(capsys):
+    assert main(["run", "--server", "tcp://127.0.0.1:9", "--robot", "lerobot:so101_follower",
+                 "--robot-config", str(SO101_YAML)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'vlash[lerobot]'" in err and err.startswith("vlash run: error:")
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--robot", "lerobot:ur5_arm"], "unknown LeRobot robot type 'ur5_arm'; known types: ["),
+        (["--robot", "lerobot:so101_follower"], "missing required fields ['port']"),
+        (["--robot", "ros:arm"], "unknown robot spec 'ros:arm'"),
+        (["--robot", "sim:reach", "--robot-config", str(SO101_YAML)], "applies to lerobot:<type> robots"),
+        (["--robot", "sim:reach", "--camera", "base_0_rgb"], "expected POLICY_CAMERA=ROBOT_CAMERA"),
+    ],
+)
+def test_setup_errors_are_one_line(fake_lerobot, capsys, argv, match):
+    assert main(["run", "--server", "tcp://127.0.0.1:9", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err, err
+
+
+@pytest.mark.parametrize(
+    ("state_dim", "camera_args", "match"),
+    [
+        (6, [], "policy camera 'base_0_rgb' has no robot camera"),
+        (6, SO101_MAP[:4], "'right_wrist_0_rgb' has no robot camera"),
+        (
+            7,
+            SO101_MAP,
+            "expects state_dim 7 and action_dim 6; the robot (LeRobotRobot) has state_dim 6 and action_dim 6",
+        ),
+    ],
+)
+def test_a_robot_that_does_not_fit_the_policy_is_refused_naming_both_sides(fake_lerobot, capsys, state_dim,
+                                                                           camera_args, match):  # fmt: skip
+    from lerobot.robots.so_follower import INSTANCES
+
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata(state_dim)) as server:
+        assert main(run_argv(server.endpoint, *camera_args)) == 2
+        assert server.served == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err, err
+    if state_dim == 6:
+        assert "the robot's cameras: ['front', 'wrist']" in err
+    assert not INSTANCES[-1].sent and not INSTANCES[-1].is_connected  # nothing commanded, disconnected
+
+
+BLOCKED_LEROBOT_RUN = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
+    """
+    HEAVY = (*HEAVY, "rich", "gymnasium", "cv2")  # the robot computer: numpy, pyzmq, msgpack, pyyaml (+ LeRobot)
+    sys.path.insert(0, {fake!r})
+    from robot_io.protocol import CameraSpec, Metadata
+    from robot_io.testing import LoopbackPolicyServer, hold_planner
+    from vlash.cli.main import main
+
+    cams = [CameraSpec("base_0_rgb", 224, 224), CameraSpec("left_wrist_0_rgb", 224, 224)]
+    meta = Metadata("hold", cams, 6, 6, 20, 30.0, "fp32", "loopback", 1, "constant", False)
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), meta) as server:
+        rc = main(["run", "--server", server.endpoint, "--robot", "lerobot:so101_follower", "--robot-config",
+                   {yaml!r}, "--camera", "base_0_rgb=front", "--camera", "left_wrist_0_rgb=wrist", "--duration", "1"])
+        assert rc == 0 and server.served >= 2, (rc, server.served)
+    loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set(HEAVY))
+    assert not loaded, loaded
+    print("ok")
+    """
+).format(fake=str(FAKE_LEROBOT), yaml=str(SO101_YAML))
+
+
+def test_vlash_run_drives_a_lerobot_arm_without_torch_rich_gymnasium_or_opencv():
+    out = subprocess.run([sys.executable, "-c", BLOCKED_LEROBOT_RUN], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.rstrip().endswith("ok") and "chunks" in out.stdout
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+STATUS = dict(step=3, chunks=1, delay_steps=2, latency_ms=None, missed=0, holds=4, overruns=0, episodes=0, successes=0)
+
+
+def test_status_is_rewritten_in_place_on_a_terminal_and_printed_every_few_seconds_otherwise():
+    tty = Terminal()
+    printer = StatusPrinter(tty)
+    printer(STATUS)
+    printer({**STATUS, "step": 4, "latency_ms": 81.2})
+    printer.close()
+    text = tty.getvalue()
+    assert text.startswith("\rstep      3") and "\rstep      4" in text and "latency   81 ms" in text
+    assert "\n" not in text and text.endswith("\r")
+    plain = io.StringIO()
+    printer = StatusPrinter(plain, every_s=3600.0)
+    for step in range(5):
+        printer({**STATUS, "step": step})
+    assert plain.getvalue().count("\n") == 1 and "\r" not in plain.getvalue()  # the first, then one per hour
+
+
+def test_summary_is_aligned_plain_text():
+    from robot_io.runner import RunSummary
+
+    fields = {name: 0 for name in RunSummary.__dataclass_fields__}
+    summary = RunSummary(**{**fields, "mode": "rtc", "rate_hz": 30.0, "duration_s": 12.345, "ttfa_p50_ms": None})
+    lines = summary_text(summary).splitlines()
+    assert lines[0] == "vlash run: rtc at 30 Hz"
+    assert len({len(line) for line in lines[1:]}) == 1  # values right-aligned in one column
+    rows = {" ".join(line.split()[:-1]): line.split()[-1] for line in lines[1:]}
+    assert rows["duration s"] == "12.3" and rows["ttfa p50 ms"] == "-" and rows["missed deadlines"] == "0"
