@@ -35,6 +35,8 @@ def validate_infer(infer: Infer, metadata: Metadata) -> None:
 
     decode() has already checked dtypes, ranks, bounds (image sides <= Limits.max_image_side) and
     finiteness; this adds what only the server knows: camera names, state and action dims, chunk length.
+    A request may leave out policy cameras the robot does not have (the policy sees them masked, as openpi and
+    LeRobot mask absent cameras), but must carry at least one.
     Images may have any size: METADATA's camera size is the model's input size, a recommendation; the server
     resizes (aspect kept, zero padding) as the policy was trained. Only an image too thin to keep one pixel per
     side after that resize is refused.
@@ -43,9 +45,8 @@ def validate_infer(infer: Infer, metadata: Metadata) -> None:
     unknown = sorted(set(infer.images) - set(expected))
     if unknown:
         raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"unknown camera(s) {unknown}; the policy has {sorted(expected)}")
-    missing = sorted(set(expected) - set(infer.images))
-    if missing:
-        raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"missing camera(s) {missing}")
+    if not infer.images:  # a camera the robot does not have may be left out (masked); all of them may not
+        raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"no camera image; the policy has {sorted(expected)}")
     for name, image in infer.images.items():
         cam, (height, width) = expected[name], image.shape[:2]
         ratio = max(width / cam.width, height / cam.height, 1e-9)  # resize-with-pad scale (vlash.policies.image)
