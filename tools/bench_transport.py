@@ -1,16 +1,28 @@
-"""Transport round trip on loopback: PolicyClient.infer against an echo ROUTER, tcp and ipc.
+"""Transport round trips on loopback: vlash's PolicyClient, raw ZeroMQ, and openpi's websocket protocol.
 
-Each round trip sends an INFER (2 x 224x224x3 uint8 images + a 32-dim state) through the real encode /
-decode + PolicyClient path and gets back an ACTIONS message holding a 50x32 float32 chunk. The echo server
-runs in its own process (as a policy server would). The "raw" rows send the same bytes over bare
-DEALER/ROUTER sockets without the codec, to separate transport from codec (every row builds a fresh request
-per round outside the timed region, as a camera delivers new frames; copying on send as PolicyClient
-does; "raw zero-copy" sends the image buffers with copy=False, which pyzmq releases through its
-garbage-collector thread, slower on this 2-core VM); "no send check" skips the
-sender-side validation (encode(validate=False) on both ends: one decode per message instead of two);
-"codec only" is the four codec calls of a round trip in process, without sockets.
+Every row sends the same request (2 x 224x224x3 uint8 images + a 32-dim state) and gets back a 50x32 float32
+chunk; each server runs in its own process (as a policy server would). All rows run in one pass, interleaved
+round by round (the row order rotates each round), so the VM's drift falls on every row alike.
 
-    python tools/bench_transport.py [--rounds 2000] [--warmup 200] [--json]
+ZeroMQ rows (tcp and ipc), against echo ROUTERs:
+- "protocol+client": PolicyClient.infer, real encode / decode of INFER and ACTIONS;
+- "  no send check": the same without sender-side validation (encode(validate=False) on both ends);
+- "raw zmq": the same bytes over bare DEALER/ROUTER, no codec, copying on send as PolicyClient does: the floor;
+- "raw zero-copy": raw with copy=False (pyzmq releases the buffers through its garbage-collector thread).
+openpi rows (websocket over tcp):
+- "openpi ws echo": openpi's wire format (msgpack-numpy frames, compression off) against a websocket echo
+  server that decodes each observation and encodes a reply, as the echo ROUTER does: the protocol's floor;
+- "client->server": PolicyClient against a real PolicyServer whose model is an echo (no compute);
+- "openpi->server": an openpi client against vlash's openpi endpoint (vlash.server.openpi_endpoint) in front
+  of that server: websocket, observation mapping, then the inproc PolicyClient hop. Minus "client->server" it
+  is what the adapter adds.
+The openpi client here is a minimal one with openpi's wire format (websockets' sync client as openpi's
+WebsocketClientPolicy uses it, frames from vlash.server.openpi_codec, byte-identical to openpi's): the
+openpi-client package pins numpy<2 and cannot be imported in the dev environment.
+"codec only" is the four vlash codec calls of a round trip in process, without sockets.
+Every row builds a fresh request per round outside the timed region, as a camera delivers new frames.
+
+    python tools/bench_transport.py [--rounds 2000] [--warmup 200] [--paths ...] [--json]
 """
 
 from __future__ import annotations
@@ -20,7 +32,10 @@ import json
 import multiprocessing
 import os
 import tempfile
+import threading
 import time
+from contextlib import ExitStack
+from types import SimpleNamespace
 
 import numpy as np
 import zmq
@@ -42,10 +57,11 @@ METADATA = Metadata(
     "constant",
     False,
 )
+START_S = 120.0  # a server process's start-up (the vlash server imports torch)
 
 
-def serve(endpoint: str, raw: bool, ready, stop, validate: bool = True) -> None:
-    """Echo server process: HELLO -> METADATA, each INFER -> one final ACTIONS (raw: fixed reply frames)."""
+def serve(ready, stop, endpoint: str, raw: bool, validate: bool = True) -> None:
+    """Echo ROUTER process: HELLO -> METADATA, each INFER -> one final ACTIONS (raw: fixed reply frames)."""
     context = zmq.Context()
     socket = context.socket(zmq.ROUTER)
     socket.setsockopt(zmq.LINGER, 0)
@@ -69,19 +85,73 @@ def serve(endpoint: str, raw: bool, ready, stop, validate: bool = True) -> None:
     context.term()
 
 
-class EchoServer:
-    """The echo server in its own process (as a policy server would be), so it does not share our GIL."""
+def serve_openpi_echo(ready, stop) -> None:
+    """Websocket echo process with openpi's framing: metadata on connect, each observation decoded, a reply
+    {"actions", "server_timing"} encoded."""
+    from websockets.sync.server import serve as ws_serve
 
-    def __init__(self, endpoint: str, raw: bool, validate: bool = True) -> None:
+    from vlash.server.openpi_codec import packb, unpackb
+
+    def handler(conn) -> None:
+        conn.send(packb({"server": "echo"}))
+        for frame in conn:
+            unpackb(frame)
+            conn.send(packb({"actions": CHUNK, "server_timing": {"infer_ms": 0.0}}))
+
+    with ws_serve(handler, "127.0.0.1", 0, compression=None, max_size=None) as server:
+        ready.put(f"ws://127.0.0.1:{server.socket.getsockname()[1]}")
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        stop.wait()
+        server.shutdown()
+
+
+class EchoStream:
+    """A request stream that is already done: no partial pieces, the final result (CHUNK) at once."""
+
+    def __init__(self) -> None:
+        self.result = SimpleNamespace(actions=CHUNK, timing_ms={"first_action_ms": 0.0, "total_ms": 0.0}, step_ms=[])
+
+    def __iter__(self):
+        return iter(())
+
+
+class EchoRuntime:
+    """Stands in for PolicyRuntime inside PolicyServer: every request's chunk is CHUNK, without a model."""
+
+    horizon, num_steps = 50, 1
+
+    def stream(self, request, hook) -> EchoStream:
+        return EchoStream()
+
+
+def serve_vlash(ready, stop) -> None:
+    """A real PolicyServer (echo model) with the openpi endpoint in front; puts (zmq endpoint, ws url)."""
+    from vlash.server.config import OpenpiConfig, ServerConfig
+    from vlash.server.openpi_endpoint import OpenpiEndpoint
+    from vlash.server.server import PolicyServer
+
+    server = PolicyServer(EchoRuntime(), METADATA, ServerConfig(bind="tcp://127.0.0.1:0"))
+    endpoint = server.start()
+    openpi = OpenpiEndpoint(server, OpenpiConfig(port=0))
+    ready.put((endpoint, openpi.start()))
+    stop.wait()
+    openpi.stop()
+    server.stop()
+
+
+class ServerProcess:
+    """`target(ready, stop, *args)` in its own process (spawned: it does not share our GIL)."""
+
+    def __init__(self, target, *args) -> None:
         ctx = multiprocessing.get_context("spawn")
         ready, self._stop = ctx.Queue(), ctx.Event()
-        self._process = ctx.Process(target=serve, args=(endpoint, raw, ready, self._stop, validate), daemon=True)
+        self._process = ctx.Process(target=target, args=(ready, self._stop, *args), daemon=True)
         self._process.start()
-        self.endpoint = ready.get(timeout=30)
+        self.address = ready.get(timeout=START_S)
 
     def close(self) -> None:
         self._stop.set()
-        self._process.join(timeout=5)
+        self._process.join(timeout=10)
         if self._process.is_alive():
             self._process.kill()
 
@@ -91,34 +161,77 @@ def make_request(request_id: int) -> Infer:
     return Infer(request_id, request_id, time.time_ns(), "pick up the cube", images, np.zeros(32, np.float32))
 
 
-def protocol_round_trips(endpoint: str, rounds: int, validate: bool = True) -> list[float]:
-    samples = []
-    with PolicyClient(endpoint, timeout_s=5.0, validate_requests=validate) as client:
-        client.connect()
-        for i in range(rounds):
-            request = make_request(i)  # built outside the timed region: the robot has the arrays already
-            start = time.perf_counter()
-            client.infer(request)
-            samples.append((time.perf_counter() - start) * 1e3)
-    return samples
+def openpi_observation(request_id: int) -> dict:
+    """The same payload in openpi's terms (vlash's native layout, which the endpoint's `auto` map takes)."""
+    request = make_request(request_id)
+    return {"images": request.images, "state": request.state, "prompt": request.prompt}
 
 
-def raw_round_trips(context: zmq.Context, endpoint: str, rounds: int, copy: bool = True) -> list[float]:
-    socket = context.socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(endpoint)
-    samples = []
-    for i in range(rounds):
-        request = make_request(i)  # fresh arrays each round, as in protocol_round_trips (a camera's new frame)
+class ProtocolRows:
+    """PolicyClient.infer round trips (against an echo ROUTER or a PolicyServer)."""
+
+    def __init__(self, endpoint: str, validate: bool = True) -> None:
+        self._client = PolicyClient(endpoint, timeout_s=5.0, validate_requests=validate)
+        self._client.connect()
+
+    def once(self, i: int) -> float:
+        request = make_request(i)  # built outside the timed region: the robot has the arrays already
+        start = time.perf_counter()
+        self._client.infer(request)
+        return (time.perf_counter() - start) * 1e3
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class RawRows:
+    """The same bytes over a bare DEALER: no codec."""
+
+    def __init__(self, context: zmq.Context, endpoint: str, copy: bool = True) -> None:
+        self._socket = context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.connect(endpoint)
+        self._copy = copy
+
+    def once(self, i: int) -> float:
+        request = make_request(i)  # fresh arrays each round, as in ProtocolRows (a camera's new frame)
         frames = [b"h" * 300, request.state.data, request.images["front"].data, request.images["wrist"].data]
         start = time.perf_counter()
-        socket.send_multipart(frames, copy=copy)
-        if not socket.poll(5000):
+        self._socket.send_multipart(frames, copy=self._copy)
+        if not self._socket.poll(5000):
             raise TimeoutError("echo server did not answer within 5 s")
-        socket.recv_multipart(copy=False)
-        samples.append((time.perf_counter() - start) * 1e3)
-    socket.close(linger=0)
-    return samples
+        self._socket.recv_multipart(copy=False)
+        return (time.perf_counter() - start) * 1e3
+
+    def close(self) -> None:
+        self._socket.close(linger=0)
+
+
+class OpenpiRows:
+    """A minimal openpi client (see the module docstring): metadata frame on connect, one frame each way."""
+
+    def __init__(self, url: str) -> None:
+        from websockets.sync.client import connect
+
+        from vlash.server.openpi_codec import packb, unpackb
+
+        self._packb, self._unpackb = packb, unpackb
+        self._stack = ExitStack()
+        self._ws = self._stack.enter_context(connect(url, compression=None, max_size=None))
+        unpackb(self._ws.recv(timeout=10))
+
+    def once(self, i: int) -> float:
+        observation = openpi_observation(i)
+        start = time.perf_counter()
+        self._ws.send(self._packb(observation))
+        reply = self._ws.recv(timeout=5)
+        if isinstance(reply, str):
+            raise RuntimeError(f"openpi error reply: {reply}")
+        self._unpackb(reply)
+        return (time.perf_counter() - start) * 1e3
+
+    def close(self) -> None:
+        self._stack.close()
 
 
 def codec_round_trips(rounds: int) -> list[float]:
@@ -133,6 +246,59 @@ def codec_round_trips(rounds: int) -> list[float]:
     return samples
 
 
+ZMQ_PATHS = {  # row label -> (raw sockets, validate on send, copy on send); over each transport
+    "protocol+client": (False, True, True),
+    "  no send check": (False, False, True),
+    "raw zmq": (True, False, True),
+    "raw zero-copy": (True, False, False),
+}
+OPENPI_PATHS = ("openpi ws echo", "client->server", "openpi->server")  # websocket rows: tcp only
+PATHS = (*ZMQ_PATHS, *OPENPI_PATHS)
+FLOOR = "raw zmq"  # ratios are to this row over tcp (the same transport for the zmq rows)
+
+
+def open_rows(paths, transports, context: zmq.Context, tmp: str, stack: ExitStack) -> dict[tuple[str, str], object]:
+    """Start the servers and connect a client per row; `stack` closes them all."""
+    rows: dict[tuple[str, str], object] = {}
+    for transport in transports:
+        for path in (p for p in paths if p in ZMQ_PATHS):
+            raw, validate, copy = ZMQ_PATHS[path]
+            endpoint = "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{tmp}/bench-{len(rows)}.sock"
+            server = _closed_by(stack, ServerProcess(serve, endpoint, raw, validate))
+            row = RawRows(context, server.address, copy) if raw else ProtocolRows(server.address, validate)
+            rows[(path, transport)] = _closed_by(stack, row)
+    if "openpi ws echo" in paths:
+        server = _closed_by(stack, ServerProcess(serve_openpi_echo))
+        rows[("openpi ws echo", "tcp")] = _closed_by(stack, OpenpiRows(server.address))
+    if {"client->server", "openpi->server"} & set(paths):
+        server = _closed_by(stack, ServerProcess(serve_vlash))  # one server for both rows: they take turns
+        zmq_endpoint, url = server.address
+        if "client->server" in paths:
+            rows[("client->server", "tcp")] = _closed_by(stack, ProtocolRows(zmq_endpoint))
+        if "openpi->server" in paths:
+            rows[("openpi->server", "tcp")] = _closed_by(stack, OpenpiRows(url))
+    return rows
+
+
+def _closed_by(stack: ExitStack, thing):
+    stack.callback(thing.close)
+    return thing
+
+
+def interleaved(rows: dict, rounds: int, warmup: int) -> dict[tuple[str, str], np.ndarray]:
+    """Warm every row up, then one round trip per row per round, the row order rotating each round."""
+    keys = list(rows)
+    for key in keys:
+        for i in range(warmup):
+            rows[key].once(i)
+    samples: dict[tuple[str, str], list[float]] = {key: [] for key in keys}
+    for i in range(rounds):
+        shift = i % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            samples[key].append(rows[key].once(i))
+    return {key: np.array(values) for key, values in samples.items()}
+
+
 def summarize(path: str, transport: str, samples: np.ndarray) -> dict:
     return {
         "path": path,
@@ -145,57 +311,46 @@ def summarize(path: str, transport: str, samples: np.ndarray) -> dict:
     }
 
 
-PATHS = {  # row label -> (raw sockets, validate on send, copy on send)
-    "protocol+client": (False, True, True),
-    "  no send check": (False, False, True),
-    "raw zmq": (True, False, True),
-    "raw zero-copy": (True, False, False),
-}
-
-
-def measure(context: zmq.Context, transport: str, path: str, rounds: int, warmup: int, tmp: str) -> dict:
-    raw, validate, copy = PATHS[path]
-    endpoint = "tcp://127.0.0.1:*" if transport == "tcp" else f"ipc://{tmp}/bench-{len(path)}.sock"
-    server = EchoServer(endpoint, raw, validate)
-    try:
-        if raw:
-            run = lambda n: raw_round_trips(context, server.endpoint, n, copy)  # noqa: E731
-        else:
-            run = lambda n: protocol_round_trips(server.endpoint, n, validate)  # noqa: E731
-        run(warmup)
-        samples = np.array(run(rounds))
-    finally:
-        server.close()
-    return summarize(path, transport, samples)
+def add_ratios(rows: list[dict]) -> None:
+    """p50 and p99 over those of raw zmq on the same transport (websocket rows: tcp)."""
+    floors = {r["transport"]: r for r in rows if r["path"] == FLOOR}
+    for r in rows:
+        floor = floors.get(r["transport"] if r["transport"] in floors else "tcp")
+        if floor is not None and r["transport"] != "-":
+            r["p50_ratio"] = r["p50_ms"] / floor["p50_ms"]
+            r["p99_ratio"] = r["p99_ms"] / floor["p99_ms"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2000, help="timed round trips per row")
-    parser.add_argument("--warmup", type=int, default=200, help="untimed round trips before each row")
-    parser.add_argument("--transports", nargs="+", default=["tcp", "ipc"], choices=["tcp", "ipc"])
-    parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS), help="rows per transport")
+    parser.add_argument("--warmup", type=int, default=200, help="untimed round trips per row before timing")
+    parser.add_argument("--transports", nargs="+", default=["tcp", "ipc"], choices=["tcp", "ipc"], help="zmq rows")
+    parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS), help="rows")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
     context = zmq.Context()
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for transport in args.transports:
-            for path in args.paths:
-                rows.append(measure(context, transport, path, args.rounds, args.warmup, tmp))
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        rows = open_rows(args.paths, args.transports, context, tmp, stack)
+        samples = interleaved(rows, args.rounds, args.warmup)
     context.term()
+    table = [summarize(path, transport, values) for (path, transport), values in samples.items()]
     codec_round_trips(args.warmup)
-    rows.append(summarize("codec only", "-", np.array(codec_round_trips(args.rounds))))
+    table.append(summarize("codec only", "-", np.array(codec_round_trips(args.rounds))))
+    add_ratios(table)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     if args.json:
-        print(json.dumps({"cpus": os.cpu_count(), "load_1min": load, "rows": rows}, indent=2))
+        print(json.dumps({"cpus": os.cpu_count(), "load_1min": load, "rows": table}, indent=2))
         return
     print(f"INFER 2x224x224x3 uint8 + state -> ACTIONS 50x32 float32; {os.cpu_count()} CPUs, load {load:.2f}")
-    print(f"{'path':<16} {'transport':<9} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'max ms':>8}")
-    for r in rows:
+    print(f"rows interleaved round by round; x raw = p50 and p99 over raw zmq's ({FLOOR!r}, tcp for websocket rows)")
+    header = f"{'path':<16} {'transport':<9} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'max ms':>8}"
+    print(f"{header} {'p50 x raw':>9} {'p99 x raw':>9}")
+    for r in table:
+        ratios = f"{r['p50_ratio']:>9.2f} {r['p99_ratio']:>9.2f}" if "p50_ratio" in r else f"{'-':>9} {'-':>9}"
         print(
             f"{r['path']:<16} {r['transport']:<9} {r['rounds']:>6} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} "
-            f"{r['mean_ms']:>8.3f} {r['max_ms']:>8.3f}"
+            f"{r['mean_ms']:>8.3f} {r['max_ms']:>8.3f} {ratios}"
         )
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from vlash.engines import create_engine
 
 from tests.policies.builders import train_wordlevel_tokenizer
 from tests.torch_threads import torch_threads
+from vlash.engines import create_engine
 from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.policies.pi05 import load_preset

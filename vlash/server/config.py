@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from vlash.errors import ConfigError
 from vlash.sampling import Schedule
+from vlash.server.openpi_mapping import PROFILES, load_map
 
 LOCAL_PREFIXES = ("tcp://127.0.0.1:", "tcp://localhost:", "tcp://[::1]:", "ipc://", "inproc://")
 
@@ -66,3 +68,46 @@ class ServerConfig:
     def is_local(self) -> bool:
         """True when the endpoint is only reachable from this machine."""
         return self.bind.startswith(LOCAL_PREFIXES)
+
+
+@dataclass
+class OpenpiConfig:
+    """The openpi websocket endpoint (`vlash serve --openpi-port`), an adapter in front of `PolicyServer`."""
+
+    host: str = "127.0.0.1"  # interface to listen on; loopback unless another one is asked for
+    port: int = 8000  # TCP port (openpi's default); 0 picks a free one
+    profile: str = "auto"  # observation map: one of PROFILES ("auto" detects droid, libero, aloha or vlash-native)
+    map_file: Path | None = None  # YAML observation map for other robots (instead of a profile)
+    default_prompt: str | None = None  # instruction for observations without a prompt
+    infer_timeout_s: float = 30.0  # longest wait for one chunk from the policy server; then an error reply
+    max_message_bytes: int = 64 * 1024 * 1024  # largest observation frame accepted (openpi sets no limit)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.host, str) or not self.host:
+            raise ConfigError(f"openpi host must be a host name or address, got {self.host!r}")
+        if type(self.port) is not int or not 0 <= self.port <= 65535:
+            raise ConfigError(f"openpi port must be an int in [0, 65535], got {self.port!r}")
+        if self.profile not in PROFILES:
+            raise ConfigError(f"openpi profile must be one of {list(PROFILES)}, got {self.profile!r}")
+        if self.map_file is not None:
+            self.map_file = Path(self.map_file)
+            if self.profile != "auto":
+                raise ConfigError(f"give an openpi map file or a profile, not both (got {self.profile!r})")
+            if not self.map_file.is_file():
+                raise ConfigError(f"openpi map file {str(self.map_file)!r} does not exist")
+            load_map(self.map_file)  # fail at setup, before a policy loads
+        timeout = self.infer_timeout_s
+        if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+            raise ConfigError(f"infer_timeout_s must be > 0, got {timeout!r}")
+        if type(self.max_message_bytes) is not int or self.max_message_bytes < 1024:
+            raise ConfigError(f"max_message_bytes must be an int >= 1024, got {self.max_message_bytes!r}")
+
+    @property
+    def is_local(self) -> bool:
+        """True when the endpoint is only reachable from this machine."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False

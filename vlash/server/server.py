@@ -15,6 +15,7 @@ from typing import Any
 
 import zmq
 
+from robot_io.client import PolicyClient
 from robot_io.errors import ProtocolError
 from robot_io.protocol import (
     Error,
@@ -60,6 +61,8 @@ class PolicyServer:
         self.jobs = JobQueue()
         self.endpoint: str | None = None  # the bound endpoint (port resolved), set by start()
         self._context = zmq.Context()
+        # the ROUTER's second endpoint, for in-process clients (protocol adapters: vlash.server.openpi_endpoint)
+        self.inproc_endpoint = f"inproc://vlash-clients-{uuid.uuid4().hex}"
         self._outbox = f"inproc://vlash-outbox-{uuid.uuid4().hex}"
         try:
             self._curve = CurveServer(self._context, self.config.curve_keys, self.config.allow_dir)
@@ -123,6 +126,12 @@ class PolicyServer:
         """Block until stopped (True) or `timeout_s` passes (False)."""
         return self._stop.wait(timeout_s)
 
+    def local_client(self, timeout_s: float = 5.0, name: str = "") -> PolicyClient:
+        """A PolicyClient on `inproc_endpoint` (this server's Context, no CurveZMQ: in-process code is trusted).
+        Its requests take the same path as remote ones. One per thread; close it before `stop()`, which waits
+        for every socket of the Context to close."""
+        return PolicyClient(self.inproc_endpoint, timeout_s, name, limits=self.limits, context=self._context)
+
     def counters(self) -> dict[str, int | float]:
         return self.stats.snapshot(pending=len(self.jobs))
 
@@ -143,6 +152,8 @@ class PolicyServer:
             router.setsockopt(zmq.MAXMSGSIZE, self.limits.max_frame_bytes + self.limits.max_header_bytes)
             self._curve.configure(router)
             router.bind(self.config.bind)
+            endpoint = router.getsockopt_string(zmq.LAST_ENDPOINT)  # before the inproc bind
+            router.bind(self.inproc_endpoint)
             pull.bind(self._outbox)
         except zmq.ZMQError as exc:
             router.close(linger=0)
@@ -150,7 +161,7 @@ class PolicyServer:
             self._startup_error = exc
             self._ready.set()
             return
-        self.endpoint = router.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.endpoint = endpoint
         self._ready.set()
         try:
             self._loop(router, pull)

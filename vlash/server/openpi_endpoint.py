@@ -1,0 +1,185 @@
+"""openpi's websocket protocol in front of `PolicyServer`, so unchanged openpi robot scripts
+(`openpi_client.WebsocketClientPolicy`, `ActionChunkBroker`) drive a vlash policy.
+
+A protocol adapter, not a second server: each websocket connection (one thread, websockets' threaded server)
+gets its own `PolicyClient` on the server's inproc endpoint. An observation frame is decoded (openpi_codec),
+mapped onto the policy's cameras, state and prompt (openpi_mapping), sent as an INFER and the final ACTIONS
+are returned in openpi's reply. Validation, newest-request-wins per client, the model, stats and ERRORs stay
+the server's; a refused request reaches the robot as openpi's error reply and never stops the server.
+
+The protocol (openpi's `serving/websocket_policy_server.py`):
+- on connect the server sends one binary frame: metadata (plain msgpack: the policy's Metadata fields);
+- per inference one binary frame each way; the reply is {"actions": float32 [H, action_dim],
+  "policy_timing": {"infer_ms" (the policy's time), vlash's breakdown}, "server_timing": {"infer_ms",
+  "prev_total_ms" (the previous request's recv -> send, from the second request on)}};
+- an error is a TEXT frame with the message, then close code 1011 (openpi's client raises RuntimeError);
+- `reset()` sends nothing; `GET /healthz` on the same port answers 200 "OK\\n" (503 once the policy server
+  stopped); compression off, frames up to OpenpiConfig.max_message_bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from dataclasses import asdict
+from http import HTTPStatus
+from typing import Any
+
+import numpy as np
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
+from websockets.http11 import Request, Response
+from websockets.sync.server import Server, ServerConnection, serve
+
+from robot_io.client import PolicyClient
+from robot_io.errors import DeadlineExceeded, ProtocolError
+from robot_io.protocol import Infer, Metadata
+from vlash.errors import ConfigError
+from vlash.server.config import OpenpiConfig
+from vlash.server.openpi_codec import CodecError, packb, unpackb
+from vlash.server.openpi_mapping import PROFILES, ObservationError, ObservationMap, flatten, load_map, resolve
+from vlash.server.server import PolicyServer
+
+log = logging.getLogger(__name__)
+# what a request can fail with, reported to the client as the error reply (anything else is logged as a bug too)
+REQUEST_ERRORS = (CodecError, ObservationError, ProtocolError, DeadlineExceeded)
+
+
+class OpenpiEndpoint:
+    """Serve openpi's websocket protocol for `server` (already started). `start()` returns the ws:// URL."""
+
+    def __init__(self, server: PolicyServer, config: OpenpiConfig | None = None) -> None:
+        self.server = server
+        self.config = config or OpenpiConfig()
+        # the observation map; None: `auto`, chosen per observation by its keys
+        self.map: ObservationMap | None = (
+            load_map(self.config.map_file) if self.config.map_file else PROFILES[self.config.profile]
+        )
+        self.url: str | None = None  # ws://host:port once started (port resolved)
+        self.counters = {"connections": 0, "requests": 0, "errors": 0}  # requests served, error replies sent
+        self._lock = threading.Lock()
+        self._ws: Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> str:
+        host, port = self.config.host, self.config.port
+        if not self.config.is_local:
+            log.warning("openpi endpoint on %s:%d: reachable from other machines, without authentication", host, port)
+        try:
+            self._ws = serve(
+                self._serve_connection,
+                host,
+                port,
+                compression=None,  # as openpi: images do not deflate, and it costs latency
+                max_size=self.config.max_message_bytes,
+                process_request=self._health,
+            )
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port} for openpi clients: {exc}") from exc
+        bound_host, bound_port = self._ws.socket.getsockname()[:2]
+        self.url = f"ws://[{bound_host}]:{bound_port}" if ":" in bound_host else f"ws://{bound_host}:{bound_port}"
+        self._thread = threading.Thread(target=self._ws.serve_forever, name="vlash-openpi", daemon=True)
+        self._thread.start()
+        return self.url
+
+    @property
+    def map_name(self) -> str:
+        """The observation map's name ("auto": chosen per observation)."""
+        return self.map.name if self.map is not None else "auto"
+
+    @property
+    def port(self) -> int:
+        assert self._ws is not None, "start() first"
+        return self._ws.socket.getsockname()[1]
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop listening, close connections (1001) and wait for their threads: each finishes its current request,
+        bounded by OpenpiConfig.infer_timeout_s. Call before `PolicyServer.stop()`."""
+        if self._ws is None:
+            return
+        self._ws.shutdown()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self._ws = None
+
+    def __enter__(self) -> OpenpiEndpoint:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- one thread per connection -------------------------------------------------------------------
+    def _health(self, connection: ServerConnection, request: Request) -> Response | None:
+        if request.path != "/healthz":
+            return None  # go on with the websocket handshake
+        if self.server.running:
+            return connection.respond(HTTPStatus.OK, "OK\n")
+        return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "policy server stopped\n")
+
+    def _serve_connection(self, conn: ServerConnection) -> None:
+        self._count("connections")
+        peer = ":".join(str(part) for part in conn.remote_address[:2])
+        client = self.server.local_client(self.config.infer_timeout_s, f"openpi {peer}")
+        try:
+            metadata = client.connect()
+            conn.send(packb(metadata_frame(metadata, self.map_name)))
+            prev_total_ms: float | None = None
+            for request_id in itertools.count():
+                start = time.monotonic()
+                frame = conn.recv()
+                received = time.monotonic()
+                reply = self._infer(client, metadata, frame, request_id)
+                reply["server_timing"] = {"infer_ms": (time.monotonic() - received) * 1e3}
+                if prev_total_ms is not None:
+                    reply["server_timing"]["prev_total_ms"] = prev_total_ms
+                conn.send(packb(reply))
+                prev_total_ms = (time.monotonic() - start) * 1e3
+        except ConnectionClosed:
+            pass  # the robot left, or stop() closed the connection
+        except REQUEST_ERRORS as exc:
+            self._fail(conn, peer, str(exc))
+        except Exception as exc:  # a bug here: the robot still gets an error reply, the server keeps serving
+            log.exception("openpi connection %s failed", peer)
+            self._fail(conn, peer, f"{type(exc).__name__}: {exc}")
+        finally:
+            client.close()
+
+    def _infer(self, client: PolicyClient, metadata: Metadata, frame: Any, request_id: int) -> dict[str, Any]:
+        if not isinstance(frame, bytes):
+            raise ObservationError("expected a binary msgpack frame, got a text frame")
+        observation = flatten(unpackb(frame))
+        mapped = (self.map or resolve(observation, metadata)).apply(observation, metadata, self.config.default_prompt)
+        infer = Infer(
+            request_id, request_id, time.time_ns(), mapped.prompt, mapped.images, mapped.state, seed=mapped.seed
+        )
+        result = client.infer(infer)  # RemoteError when the server refuses it
+        self._count("requests")
+        timing = dict(result.timing_ms)
+        return {
+            "actions": np.asarray(result.actions, np.float32),
+            "policy_timing": {"infer_ms": timing.get("total_ms", 0.0), **timing},
+        }
+
+    def _fail(self, conn: ServerConnection, peer: str, message: str) -> None:
+        self._count("errors")
+        log.info("openpi request from %s refused: %s", peer, message)
+        try:
+            conn.send(message)  # a text frame: openpi's client raises RuntimeError with it
+            conn.close(CloseCode.INTERNAL_ERROR, "request failed; the message is in the previous frame")
+        except ConnectionClosed:
+            pass
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self.counters[name] += 1
+
+
+def metadata_frame(metadata: Metadata, observation_map: str) -> dict[str, Any]:
+    """What an openpi client gets from `get_server_metadata()`: the policy's Metadata as plain msgpack types."""
+    frame = asdict(metadata)  # cameras become [{"name", "height", "width"}]
+    frame["vlash_protocol_version"] = frame.pop("version")
+    frame.update(server="vlash", observation_map=observation_map)
+    return frame
