@@ -143,12 +143,13 @@ def _weights(model: Pi05Model, layout: str, tied: bool, dtype: torch.dtype = tor
 
 
 def write_lerobot(directory: Path, model: Pi05Model, version: str, stats: Stats, tokenizer_json: Path,
-                  cameras: list[str], relative: bool = False) -> Path:  # fmt: skip
-    """A LeRobot `version` checkpoint of `model` (pi05, `cameras`, the dims of `stats`)."""
+                  cameras: list[str], relative: bool = False, token_len: int = 160) -> Path:  # fmt: skip
+    """A LeRobot `version` checkpoint of `model` (pi05, `cameras`, the dims of `stats`); `token_len`: the prompt
+    length (the tiny test tokenizer spells numbers digit by digit: 32 state bins take ~110 tokens)."""
     directory.mkdir(parents=True, exist_ok=True)
-    cfg = model.config
     state_dims, action_dims = len(stats.state_q01), len(stats.action_q01)
-    doc = _lerobot_config(version, cameras, state_dims, action_dims, cfg.action_horizon, cfg.max_token_len, relative)
+    horizon = model.config.action_horizon
+    doc = _lerobot_config(version, cameras, state_dims, action_dims, horizon, token_len, relative)
     pre, post = _pipelines(version, doc, relative)
     _dump(directory / "config.json", doc, indent=4)
     _dump(directory / "policy_preprocessor.json", pre, indent=2)

@@ -33,6 +33,7 @@ from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer, Tokeniz
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 
 CAMERA = "front"
+LEROBOT_TOKENS, OPENPI_TOKENS = 160, 200  # the layouts' prompt lengths (tests/checkpoints/layouts.py, openpi's pi05)
 STEPS = 3
 PROMPT = "pick up the red cube"
 
@@ -64,16 +65,21 @@ def _quantiles(stats: Stats, rule: EpsRule, eps: float) -> Normalizer:
     )
 
 
-def _expected(model, stats: Stats, tokenizer: PromptTokenizer, camera: str, **settings) -> np.ndarray:
+def _expected(model, stats: Stats, tokenizer: PromptTokenizer, camera: str, token_len: int, **settings) -> np.ndarray:
     """The original model's chunk under the processor the layout implies (the test's own statement of it)."""
-    config = model.config
+    config = model.config.with_overrides(max_token_len=token_len)
     if camera not in config.camera_names:  # LeRobot names its cameras after the dataset's
         config = config.with_overrides(camera_names=[camera])
     prompt = {k: settings.pop(k) for k in ("pad_state_to", "state_in_prompt") if k in settings}
     rule, eps = settings.pop("rule", (EpsRule.LEROBOT, 1e-8))
     encoder = Pi05PromptEncoder(tokenizer, config.max_token_len, state_dims=len(stats.state_q01), **prompt)
     processor = Pi05Processor(config, _quantiles(stats, rule, eps), encoder, len(stats.action_q01), **settings)
-    runtime = PolicyRuntime(LoadedPolicy(model, processor, {}), create_engine("torch", model=model), num_steps=STEPS)
+    original = Pi05Model(config)
+    original.load_state_dict(model.state_dict())  # the same weights; cameras and prompt length are not weights
+    original.eval()
+    runtime = PolicyRuntime(
+        LoadedPolicy(original, processor, {}), create_engine("torch", model=original), num_steps=STEPS
+    )
     return runtime.run(_request(len(stats.state_q01), camera)).actions
 
 
@@ -100,9 +106,8 @@ def test_lerobot_checkpoints_act_as_the_model_they_were_written_from(tmp_path, m
     policy = load_policy(path, options=CheckpointOptions(tokenizer=tokenizer, model_config=load_preset("pi05-tiny")))
     assert policy.processor.relative_mask == LEROBOT_CASES[version, relative].get("relative_mask")
     assert policy.metadata["lerobot_inputs"] == ("0.4" if version == "0.4.4" else "0.5+")
-    expected = _expected(
-        model, stats, PromptTokenizer.from_dir(tokenizer_dir), CAMERA, **LEROBOT_CASES[version, relative]
-    )
+    tokenizer = PromptTokenizer.from_dir(tokenizer_dir)
+    expected = _expected(model, stats, tokenizer, CAMERA, LEROBOT_TOKENS, **LEROBOT_CASES[version, relative])
     np.testing.assert_allclose(_act(policy, 6), expected, atol=1e-5)
 
 
@@ -157,16 +162,15 @@ def test_openpi_pytorch_checkpoint_acts_as_its_model(tmp_path, model, tokenizer_
     openpi = {"rule": (EpsRule.OPENPI, 1e-6)}
     reference = Pi05Model(model.config.with_overrides(camera_names=list(policy.config.camera_names)))
     reference.load_state_dict(model.state_dict())  # 3 camera slots, the same parameters
-    reference.eval()
-    expected = _expected(reference, stats, tokenizer, "base_0_rgb", **openpi)
+    expected = _expected(reference, stats, tokenizer, "base_0_rgb", OPENPI_TOKENS, **openpi)
     np.testing.assert_allclose(_act(policy, 8, "base_0_rgb"), expected, atol=1e-5)
     # pi05_libero leaves the state out of the prompt; pi05_aloha predicts its joints relative to the state
     libero = load_policy(path, options=replace(options, state_in_prompt=False))
-    expected = _expected(reference, stats, tokenizer, "base_0_rgb", state_in_prompt=False, **openpi)
+    expected = _expected(reference, stats, tokenizer, "base_0_rgb", OPENPI_TOKENS, state_in_prompt=False, **openpi)
     np.testing.assert_allclose(_act(libero, 8, "base_0_rgb"), expected, atol=1e-5)
     mask = (True, True, True, False, True, True, False)
     aloha = load_policy(path, options=replace(options, relative_mask=mask))
-    expected = _expected(reference, stats, tokenizer, "base_0_rgb", relative_mask=mask, **openpi)
+    expected = _expected(reference, stats, tokenizer, "base_0_rgb", OPENPI_TOKENS, relative_mask=mask, **openpi)
     np.testing.assert_allclose(_act(aloha, 8, "base_0_rgb"), expected, atol=1e-5)
 
 
@@ -207,6 +211,11 @@ def test_each_layout_served_through_the_cli_equals_the_model_in_process(tmp_path
     tok = tokenizer_dir / "tokenizer.json"
     layouts = {
         "lerobot-0.4.4": (write_lerobot(tmp_path / "a", model, "0.4.4", stats6, tok, [CAMERA]), CAMERA, 6),
+        "lerobot-0.5.1-relative": (
+            write_lerobot(tmp_path / "d", model, "0.5.1", stats6, tok, [CAMERA], True),
+            CAMERA,
+            6,
+        ),
         "lerobot-head-relative": (write_lerobot(tmp_path / "b", model, "head", stats6, tok, [CAMERA], True), CAMERA, 6),
         "openpi-pytorch": (write_openpi_pytorch(tmp_path / "c", model, stats8), "base_0_rgb", 8),
     }

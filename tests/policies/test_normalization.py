@@ -11,6 +11,8 @@ import torch
 from safetensors.torch import save_file
 
 from tests.policies.builders import write_lerobot_processor_files
+from vlash.errors import CheckpointError
+from vlash.policies.lerobot_pipeline import read_lerobot_pipeline
 from vlash.policies.normalization import (
     EpsRule,
     FeatureNorm,
@@ -18,8 +20,6 @@ from vlash.policies.normalization import (
     NormMode,
     StatsError,
 )
-from vlash.errors import CheckpointError
-from vlash.policies.lerobot_pipeline import read_lerobot_pipeline
 from vlash.policies.stats_io import load_openpi_norm_stats, load_stats, save_stats
 
 Q_STATS = {"q01": [0.0, -2.0, 10.0], "q99": [4.0, 2.0, 20.0]}
@@ -164,16 +164,16 @@ def test_lerobot_normalize_observation_keys_limits_observations(tmp_path: Path) 
 def test_lerobot_missing_stats_names_key_and_file(tmp_path: Path) -> None:
     write_lerobot_processor_files(tmp_path, drop="observation.state.q99")
     with pytest.raises(CheckpointError, match=r"step_3_normalizer_processor.safetensors.*observation.state.*q99"):
-        read_lerobot_pipeline(tmp_path).normalizer
+        read_lerobot_pipeline(tmp_path)
 
 
 def test_lerobot_missing_files(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="policy_preprocessor.json"):
-        read_lerobot_pipeline(tmp_path).normalizer
+        read_lerobot_pipeline(tmp_path)
     write_lerobot_processor_files(tmp_path)
     (tmp_path / "policy_postprocessor_step_0_unnormalizer_processor.safetensors").unlink()
     with pytest.raises(StatsError, match="unnormalizer_processor.safetensors"):
-        read_lerobot_pipeline(tmp_path).normalizer
+        read_lerobot_pipeline(tmp_path)
 
 
 # ----------------------------------------------------------------------------------------- openpi

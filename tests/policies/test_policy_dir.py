@@ -11,11 +11,11 @@ import torch
 from tests.policies.builders import write_lerobot_processor_files
 from vlash.errors import CheckpointError, ShapeError
 from vlash.policies.checkpoint import build_random, save_weights
+from vlash.policies.lerobot_dir import config_from_lerobot
+from vlash.policies.lerobot_pipeline import read_lerobot_pipeline
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.processor import Observation, Pi05Processor
-from vlash.policies.lerobot_dir import config_from_lerobot
-from vlash.policies.lerobot_pipeline import read_lerobot_pipeline
 from vlash.policies.policy_dir import CheckpointOptions, load_policy, save_policy
 from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
 from vlash.sampling import FlowSampler, SamplerConfig

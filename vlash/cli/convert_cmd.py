@@ -32,8 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--action-horizon",
         type=int,
         default=None,
-        help="openpi-jax: the chunk length the checkpoint was trained with (pi05_droid 15, pi05_libero 10; "
-        "default 50)",
+        help="openpi-jax: the chunk length the checkpoint was trained with (pi05_droid 15, pi05_libero 10; default 50)",
     )
     add_checkpoint_options(p)
 

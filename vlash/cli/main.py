@@ -84,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         if (fix := missing_extra(exc)) is None:
             raise
         command = next((a for a in (argv if argv is not None else sys.argv[1:]) if a in COMMANDS), "vlash")
-        print(f"vlash {command}: error: this command needs {exc.name!r}, which is not installed: {fix}", file=sys.stderr)
+        print(
+            f"vlash {command}: error: this command needs {exc.name!r}, which is not installed: {fix}", file=sys.stderr
+        )
         return 2
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"

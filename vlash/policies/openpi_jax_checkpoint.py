@@ -30,8 +30,9 @@ Progress = Callable[[str], None]
 
 
 def checkpoint_dirs(path: str | Path) -> tuple[Path, Path]:
-    """(checkpoint root holding assets/, params directory) for a checkpoint root or its params/ directory."""
-    path = Path(path)
+    """(checkpoint root holding assets/, params directory) for a checkpoint root or its params/ directory; absolute,
+    as orbax needs."""
+    path = Path(path).resolve()
     if (path / "params").is_dir():
         return path, path / "params"
     if path.is_dir() and path.name == "params":
@@ -56,7 +57,9 @@ def read_openpi_params(params_dir: Path) -> dict[str, np.ndarray]:
         import jax
         import orbax.checkpoint as ocp
     except ImportError as exc:
-        raise EngineUnavailable(f"reading openpi JAX checkpoints needs orbax: pip install 'vlash[openpi]' ({exc})")
+        raise EngineUnavailable(
+            f"reading openpi JAX checkpoints needs orbax: pip install 'vlash[openpi]' ({exc})"
+        ) from exc
     try:
         with ocp.PyTreeCheckpointer() as checkpointer:
             metadata = checkpointer.metadata(params_dir)

@@ -34,7 +34,7 @@ from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
 from vlash.policies.transforms import StateActionTransform, load_transform
 
 FORMAT = "vlash.policy/1"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
+TOKENIZER_FILES = {".json": "tokenizer.json", ".model": "tokenizer.model"}  # suffix -> the name in the directory
 LAYOUTS = ("vlash", "lerobot", "openpi")
 MODEL_SIZES = ("name", "vision", "vlm", "expert", "vocab_size")  # what --model-config gives a checkpoint
 
@@ -107,10 +107,11 @@ def save_policy(
     predicts relative to the state; `transform`: the model's space when it is not the joints (see `Pi05Processor`);
     `settings`: further processor settings (`processor_settings` of a loaded policy)."""
     tokenizer_file = Path(tokenizer_file)
-    if tokenizer_file.name not in TOKENIZER_FILES or not tokenizer_file.is_file():
+    if tokenizer_file.suffix not in TOKENIZER_FILES or not tokenizer_file.is_file():
         raise CheckpointError(
-            f"tokenizer_file must be an existing {' or '.join(TOKENIZER_FILES)}, got {tokenizer_file}"
+            f"tokenizer_file must be an existing tokenizers .json or sentencepiece .model file, got {tokenizer_file}"
         )
+    tokenizer_config = tokenizer_file.parent / "tokenizer_config.json"  # may name the BOS token (tokenizer.json)
     processor = {
         **dict(settings or {}),
         "action_dims": action_dims,
@@ -123,7 +124,9 @@ def save_policy(
         (staging / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         save_weights(model, staging / "model.safetensors")
         save_stats(staging / "stats.safetensors", normalizer)
-        shutil.copyfile(tokenizer_file, staging / tokenizer_file.name)
+        shutil.copyfile(tokenizer_file, staging / TOKENIZER_FILES[tokenizer_file.suffix])
+        if tokenizer_file.suffix == ".json" and tokenizer_config.is_file():
+            shutil.copyfile(tokenizer_config, staging / tokenizer_config.name)
         for name, text in (extra_files or {}).items():
             (staging / name).write_text(text)
     return Path(directory)
@@ -149,7 +152,7 @@ def save_loaded_policy(directory: str | Path, policy: LoadedPolicy, metadata: di
 
 
 def detect_layout(directory: str | Path) -> str:
-    """"vlash", "lerobot" or "openpi", from the directory's files; CheckpointError saying what was looked for."""
+    """ "vlash", "lerobot" or "openpi", from the directory's files; CheckpointError saying what was looked for."""
     path = Path(directory)
     if not path.is_dir():
         raise CheckpointError(f"{path} is not a directory")
