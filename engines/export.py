@@ -12,10 +12,9 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vlash.atomic import staged_directory
 from vlash.engines.artifact import POLICY_DIR, ArtifactManifest
 from vlash.engines.onnx_export import Progress, export_onnx
-
-from vlash.atomic import staged_directory
 from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05 import load_preset
 from vlash.policies.policy_dir import load_policy

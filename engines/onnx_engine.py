@@ -16,10 +16,10 @@ import numpy as np
 import onnxruntime as ort
 import torch
 from torch import Tensor
-from vlash.engines.artifact import DENOISE_OUTPUTS, PREFILL_INPUTS, PREFILL_OUTPUTS, ArtifactManifest
-from vlash.engines.base import Engine, register_engine
 
 from vlash.devices.profile import DeviceProfile
+from vlash.engines.artifact import DENOISE_OUTPUTS, PREFILL_INPUTS, PREFILL_OUTPUTS, ArtifactManifest
+from vlash.engines.base import Engine, register_engine
 from vlash.errors import EngineUnavailable, ShapeError
 from vlash.policies.pi05.model import Pi05Inputs, PrefixCache
 

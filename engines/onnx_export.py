@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 from torch import Tensor, nn
+
 from vlash.engines.artifact import (
     DENOISE_INPUTS,
     DENOISE_OUTPUTS,
@@ -25,7 +26,6 @@ from vlash.engines.artifact import (
     ArtifactManifest,
     tensor_specs,
 )
-
 from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05.examples import random_inputs
 from vlash.policies.pi05.layers import explicit_attention

@@ -18,7 +18,6 @@ from types import ModuleType
 
 from vlash.engines.artifact import POLICY_DIR, ArtifactManifest
 from vlash.engines.tensorrt_cache import EngineCache, cache_key, target_name
-
 from vlash.errors import ConfigError, EngineUnavailable
 
 log = logging.getLogger(__name__)
@@ -125,7 +124,6 @@ def write_precision_graphs(
         qdq_graphs(directory, manifest, precision, target)
         return
     from vlash.engines.onnx_export import export_onnx
-
     from vlash.policies.policy_dir import load_policy
 
     policy = load_policy(directory / POLICY_DIR)

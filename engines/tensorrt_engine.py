@@ -13,11 +13,11 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
 from vlash.engines.artifact import CACHE_TENSORS, DENOISE_OUTPUTS, PREFILL_INPUTS, ArtifactManifest
 from vlash.engines.base import Engine, register_engine
 from vlash.engines.tensorrt_build import GRAPHS, build_engine, import_tensorrt
 from vlash.engines.tensorrt_cache import EngineCache, cache_key, target_name
-
 from vlash.errors import EngineUnavailable
 from vlash.policies.pi05.model import Pi05Inputs, PrefixCache
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
 from vlash.engines.base import Engine, register_engine
 from vlash.engines.cuda_graph import CudaGraphStep
-
 from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05.model import Pi05Inputs, Pi05Model, PrefixCache
 

@@ -8,13 +8,12 @@ from typing import Any
 
 from vlash.engines.artifact import MANIFEST, POLICY_DIR, ArtifactManifest
 from vlash.engines.base import Engine, create_engine
-from vlash.quant.calibration import FrameSpec
-from vlash.quant.torch_quant import DEFAULT_GROUP_SIZE
-
 from vlash.errors import CheckpointError
 from vlash.policies.policy_dir import LoadedPolicy, load_policy
 from vlash.policies.quantized.manifest import QuantManifest, is_quantized
 from vlash.policies.quantized.schemes import get_scheme
+from vlash.quant.calibration import FrameSpec
+from vlash.quant.torch_quant import DEFAULT_GROUP_SIZE
 
 
 def quantize(

@@ -9,13 +9,13 @@ from typing import Any
 
 import torch
 from safetensors.torch import save_file
-from vlash.quant.torch_quant import DEFAULT_GROUP_SIZE, plan_layers, quantize_model
 
 import vlash
 from vlash.atomic import staged_directory
 from vlash.errors import CheckpointError
 from vlash.policies.policy_dir import load_policy
 from vlash.policies.quantized.manifest import MANIFEST_NAME, QuantManifest
+from vlash.quant.torch_quant import DEFAULT_GROUP_SIZE, plan_layers, quantize_model
 
 POLICY_FILES = ("config.yaml", "stats.safetensors", "tokenizer.json", "tokenizer.model")
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from vlash.engines.base import Engine
+from vlash.policies.pi05.config import Pi05Config
 from vlash.quant.api import open_quantized, quantize
 from vlash.quant.calibration import FrameSpec
-
-from vlash.policies.pi05.config import Pi05Config
 
 
 def _build(scheme: str, config: Pi05Config, workdir: Path, threads: int | None) -> Engine:

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor
-from vlash.engines.base import Engine
 
+from vlash.engines.base import Engine
 from vlash.errors import ConfigError
 from vlash.policies.pi05.model import Pi05Inputs
 from vlash.sampling import FlowSampler, SamplerConfig

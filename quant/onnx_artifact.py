@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vlash.atomic import staged_directory
 from vlash.engines.artifact import POLICY_DIR, ArtifactManifest
 from vlash.engines.onnx_export import export_onnx
 from vlash.engines.tensorrt_build import QdqWriter
-from vlash.quant.artifact import POLICY_FILES, base_info, copy_policy_files, tool_versions
-from vlash.quant.calibration import FrameSpec, policy_tasks
-from vlash.quant.onnx_quant import GRAPHS, calibration_feeds, quantize_dynamic, quantize_static
-
-from vlash.atomic import staged_directory
 from vlash.errors import ConfigError
 from vlash.policies.policy_dir import load_policy
 from vlash.policies.quantized.manifest import QuantManifest
 from vlash.policies.quantized.schemes import get_scheme
+from vlash.quant.artifact import POLICY_FILES, base_info, copy_policy_files, tool_versions
+from vlash.quant.calibration import FrameSpec, policy_tasks
+from vlash.quant.onnx_quant import GRAPHS, calibration_feeds, quantize_dynamic, quantize_static
 
 ONNX_SCHEMES = ("onnx-int8-dynamic", "onnx-int8-static")
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from vlash.engines.artifact import CACHE_TENSORS, PREFILL_INPUTS
-from vlash.quant.calibration import FrameSpec, sim_inputs
 
+from vlash.engines.artifact import CACHE_TENSORS, PREFILL_INPUTS
 from vlash.errors import EngineUnavailable
 from vlash.policies.policy_dir import LoadedPolicy
+from vlash.quant.calibration import FrameSpec, sim_inputs
 from vlash.sampling import FlowSampler, SamplerConfig
 
 GRAPHS = ("prefill", "denoise")

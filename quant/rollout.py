@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from vlash.engines.base import Engine
 
+from vlash.engines.base import Engine
 from vlash.policies.policy_dir import LoadedPolicy
 
 

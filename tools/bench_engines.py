@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from vlash.engines.base import Engine
-from vlash.quant import bench_variants
 
 from vlash.bench import BenchSettings, make_engine, run_bench
 from vlash.devices import DeviceProfile, load_profile, model_floors
+from vlash.engines.base import Engine
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.config import Pi05Config
+from vlash.quant import bench_variants
 
 Builder = Callable[[Pi05Config, DeviceProfile, Path, int | None], Engine]
 METRICS = ("prefill_ms", "step_ms", "ttfa_ms", "chunk_ms")

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import torch
 from abtime import interleaved, p99
-from vlash.engines.base import random_inputs
 
+from vlash.engines.base import random_inputs
 from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
 

@@ -13,9 +13,9 @@ import itertools
 import platform
 
 import torch
-from vlash.engines import create_engine
 
 from vlash.bench import BenchSettings, run_bench
+from vlash.engines import create_engine
 from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vlash.engines import create_engine
 
 from robot_io.robots import SimRobot
 from robot_io.sim.tasks.reach import ReachConfig
 from tests.server.conftest import write_policy
 from tests.torch_threads import torch_threads
+from vlash.engines import create_engine
 from vlash.policies.policy_dir import load_policy
 from vlash.policies.shipped import shipped_root
 from vlash.runtime.policy_runtime import PolicyRuntime

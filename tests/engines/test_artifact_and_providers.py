@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from vlash.engines import available_engines, create_engine
-from vlash.engines.artifact import ArtifactManifest
 
 from vlash.devices import load_profile
+from vlash.engines import available_engines, create_engine
+from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError, EngineUnavailable
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from vlash.engines import export as export_module
-from vlash.engines.artifact import ArtifactManifest
 
 from vlash.cli.main import main
+from vlash.engines import export as export_module
+from vlash.engines.artifact import ArtifactManifest
 from vlash.runtime.loading import example_request, load_runtime
 
 pytest.importorskip("onnxruntime")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from vlash.engines import create_engine
 from vlash.engines.artifact import CACHE_TENSORS, ArtifactManifest, tensor_specs
-
 from vlash.errors import EngineUnavailable, ShapeError
 from vlash.policies.pi05.examples import random_inputs
 from vlash.sampling import FlowSampler, SamplerConfig

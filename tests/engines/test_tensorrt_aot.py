@@ -2,6 +2,7 @@
 engine on a GPU."""
 
 import pytest
+
 from vlash.engines.artifact import ArtifactManifest
 
 
@@ -39,7 +40,6 @@ def test_build_plans_ahead_of_time_for_sm89(trt, onnx_artifact, tmp_path, precis
 
 def test_unknown_compute_capability_is_a_config_error(trt, onnx_artifact):
     from vlash.engines.tensorrt_build import build_engine
-
     from vlash.errors import ConfigError
 
     with pytest.raises(ConfigError, match="SM90"):
@@ -52,9 +52,9 @@ def test_tensorrt_engine_matches_torch(onnx_artifact, tiny_model, tmp_path):
     import shutil
 
     import torch
+
     from vlash.engines import create_engine
     from vlash.engines.tensorrt_build import build_plans
-
     from vlash.policies.pi05.examples import random_inputs
 
     artifact = tmp_path / "artifact"

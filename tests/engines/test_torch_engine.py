@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from vlash.engines import available_engines, create_engine
 
+from vlash.engines import available_engines, create_engine
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset

@@ -1,16 +1,16 @@
 """The fidelity gate: thresholds, verdicts, the table, and int8 on pi05-tiny above the gate."""
 
 import pytest
+
 from vlash.engines import create_engine
+from vlash.errors import ConfigError
+from vlash.policies.policy_dir import load_policy
+from vlash.policies.quantized.manifest import QuantManifest
 from vlash.quant.api import open_quantized, quantize
 from vlash.quant.calibration import FrameSpec
 from vlash.quant.check import GateResult, check_variant, format_table
 from vlash.quant.fidelity import ActionFidelity, GateThresholds, action_gate
 from vlash.quant.rollout import RolloutStats, rollout_gate
-
-from vlash.errors import ConfigError
-from vlash.policies.policy_dir import load_policy
-from vlash.policies.quantized.manifest import QuantManifest
 
 HELD_OUT = FrameSpec(tasks=("reach",), episodes=1, frames_per_episode=1, held_out=True)
 

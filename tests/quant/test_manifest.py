@@ -2,12 +2,12 @@ import json
 
 import pytest
 import torch
-from vlash.quant.api import open_quantized, quantize
 
 from vlash.errors import CheckpointError
 from vlash.policies.policy_dir import load_policy
 from vlash.policies.quantized.linear import Int4WeightLinear, Int8WeightLinear
 from vlash.policies.quantized.manifest import MANIFEST_NAME, QuantManifest
+from vlash.quant.api import open_quantized, quantize
 
 
 def _manifest(**changes):

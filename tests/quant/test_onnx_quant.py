@@ -6,11 +6,10 @@ pytest.importorskip("onnxruntime")
 
 from vlash.engines import create_engine  # noqa: E402
 from vlash.engines.artifact import ArtifactManifest  # noqa: E402
+from vlash.policies.policy_dir import load_policy  # noqa: E402
 from vlash.quant.api import open_quantized, quantize  # noqa: E402
 from vlash.quant.calibration import FrameSpec  # noqa: E402
 from vlash.quant.check import check_variant  # noqa: E402
-
-from vlash.policies.policy_dir import load_policy  # noqa: E402
 
 CALIBRATION = FrameSpec(tasks=("reach", "whack"), episodes=2, frames_per_episode=2)
 

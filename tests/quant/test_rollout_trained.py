@@ -3,12 +3,12 @@
 from pathlib import Path
 
 import pytest
+
 from vlash.engines import create_engine
+from vlash.policies.policy_dir import load_policy
 from vlash.quant.api import open_quantized, quantize
 from vlash.quant.calibration import FrameSpec
 from vlash.quant.check import check_variant, is_trained
-
-from vlash.policies.policy_dir import load_policy
 
 TRAINED = Path(__file__).resolve().parents[2] / "checkpoints" / "pi05-tiny-sim"
 
