@@ -41,7 +41,7 @@ def _ok(result: subprocess.CompletedProcess[str]) -> str:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    _ok(_run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, ROOT], ROOT))
+    _ok(_run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, ROOT], ROOT))
     return next(out.glob("vlash-*.whl"))
 
 
