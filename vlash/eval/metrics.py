@@ -1,4 +1,4 @@
-"""Episode metrics (ALGORITHMS.md §5) and their aggregation with 95% intervals."""
+"""Episode metrics (docs/METHODS.md "Metrics") and their aggregation with 95% intervals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Execution modes under a discrete inference delay (ALGORITHMS.md §2-§4).
+"""Execution modes under a discrete inference delay (docs/METHODS.md "Execution modes").
 
 Time is counted in control steps. A request made at step k (with the observation of step k) is
 answered d steps later. Modes differ in when they request, what state/prefix they send, and which
@@ -141,7 +141,7 @@ def _final_time(cfg: ExecutionConfig, final_steps: np.ndarray) -> np.ndarray:
 
 def faster_busy_steps(cfg: ExecutionConfig, horizon: int = 50) -> int:
     """Control steps the engine works on one faster request: sampling stops early once every index the
-    robot runs before the next switch, [c q, (c + s) q), is final (ALGORITHMS.md §3); at most d."""
+    robot runs before the next switch, [c q, (c + s) q), is final (docs/METHODS.md "faster"); at most d."""
     c, q = faster_switch_delay(cfg, horizon), cfg.quantization
     if cfg.delay == 0:
         return 0

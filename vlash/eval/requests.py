@@ -10,7 +10,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class GuidanceRequest:
-    """Guided-RTC inpainting target (ALGORITHMS.md §4a), in chunk-index units."""
+    """Guided-RTC inpainting target (docs/METHODS.md "rtc: guided inference-time RTC"), in chunk-index units."""
 
     target: np.ndarray  # [H, J] previous chunk's leftover aligned to the new chunk's indices
     delay: int  # d: indices [0, d) are frozen (executed while the new chunk is computed)

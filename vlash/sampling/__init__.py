@@ -1,4 +1,4 @@
-"""Engine-independent flow sampler for pi0.5-style flow matching (ALGORITHMS.md §0, §3, §4a).
+"""Engine-independent flow sampler for pi0.5-style flow matching (docs/METHODS.md "Flow sampling").
 
 t = 1 is noise, t = 0 is data, v ≈ eps - a; Euler in fp32 with per-token time tau [B, H].
 Constant or horizon-aware schedule, committed-prefix clamp, streaming of final actions,

@@ -1,4 +1,4 @@
-"""Guided inference-time Real-Time Chunking (RTC, arXiv 2506.07339; ALGORITHMS.md §4a).
+"""Guided inference-time Real-Time Chunking (RTC, arXiv 2506.07339; docs/METHODS.md "rtc").
 
 The new chunk is inpainted toward the not-yet-executed remainder Y of the previous chunk.
 Our convention (t = 1 noise, v ≈ eps - a, Euler steps with dt < 0): the predicted clean

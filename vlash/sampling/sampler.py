@@ -1,6 +1,6 @@
 """Engine-independent Euler flow sampler with per-token time, prefix clamp, streaming, RTC.
 
-Convention (ALGORITHMS.md §0): t = 1 noise, t = 0 data, v ≈ eps - a. Step k moves every token
+Convention (docs/METHODS.md "Flow sampling"): t = 1 noise, t = 0 data, v ≈ eps - a. Step k moves every token
 from tau_k to tau_{k+1}: x <- x + (tau_{k+1} - tau_k) * v(x, tau_k), always in fp32. With the
 constant schedule and no prefix this is exactly openpi's x <- x - v(x, t) / N.
 

@@ -1,4 +1,4 @@
-"""Per-token time grids for flow sampling: constant and horizon-aware (ALGORITHMS.md §0, §3).
+"""Per-token time grids for flow sampling: constant and horizon-aware (docs/METHODS.md "Flow sampling").
 
 Convention: t = 1 is pure noise, t = 0 is data. A grid has shape [N + 1, H]: row k holds the
 per-token time tau of every chunk index at global time t_k = 1 - k / N. Step k integrates
@@ -52,7 +52,7 @@ def constant_tau_grid_f64(num_steps: int, horizon: int, prefix_len: int = 0) -> 
 def horizon_aware_tau(
     t: Tensor, horizon: int, prefix_len: Tensor | int = 0, alpha: float = 0.6, u0: float = 0.9
 ) -> Tensor:
-    """Per-token times [..., H] at global times t [...] (ALGORITHMS.md §3), prefix_len broadcast with t.
+    """Per-token times [..., H] at global times t [...] (docs/METHODS.md "Flow sampling"), prefix_len broadcast with t.
 
     u_i = u0 * (1 - j_i**alpha) is the global time at which index i starts moving; tau_i(t) =
     clip((t - u_i) / (1 - u_i), 0, 1); indices i < prefix_len are held at 0. Used by the sampler's grid
@@ -93,7 +93,7 @@ def constant_tau_grid(num_steps: int, horizon: int, prefix_len: int = 0) -> Tens
 def horizon_aware_tau_grid(
     num_steps: int, horizon: int, prefix_len: int = 0, alpha: float = 0.6, u0: float | None = None
 ) -> Tensor:
-    """Horizon-aware schedule (FASTER, ALGORITHMS.md §3); fp32 [N + 1, H].
+    """Horizon-aware schedule (FASTER; docs/METHODS.md "Flow sampling"); fp32 [N + 1, H].
 
     Index i has hit time u_i = u0 * (1 - j_i ** alpha) with j_i = max(i - d, 0) / max(H - 1 - d, 1),
     and tau_i(t) = clip((t - u_i) / (1 - u_i), 0, 1). With the default u0 = (N - 1) / N the first

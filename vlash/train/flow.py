@@ -1,4 +1,4 @@
-"""Flow-matching training targets (ALGORITHMS.md §0): per-token times, noisy actions, masked loss.
+"""Flow-matching training targets (docs/METHODS.md "Flow sampling"): per-token times, noisy actions, masked loss.
 
 Convention: t = 1 is noise, t = 0 is data; x_t = t * eps + (1 - t) * a; the network predicts
 v ≈ u = eps - a. Global times t ~ Beta(1.5, 1) * 0.999 + 0.001 (pi0.5). Per-token times: committed

@@ -1,14 +1,15 @@
 """Training samples with the two latency augmentations (pure numpy).
 
-Future-state offset (VLASH, ALGORITHMS.md §2): `delta ~ U{0..d_max}`; the image stays the one observed
-at `t`, the state becomes the state the robot will be in at `t + delta` — for `delta > 0` the action
-commanded at `t + delta - 1` (what the runtime sends: the last target commanded before the switch), for
-`delta = 0` the observed state at `t` — and the targets are `labels[t + delta : t + delta + H]`, the
-episode's actions followed by its expert tail (`Episode.labels`). Positions past the labels' end repeat the
-last one and are masked out (`action_mask` False); `delta` is clamped so that the state is a recorded one.
+Future-state offset (VLASH; docs/METHODS.md "vlash: future-state conditioning"): `delta ~ U{0..d_max}`; the
+image stays the one observed at `t`, the state becomes the state the robot will be in at `t + delta` — for
+`delta > 0` the action commanded at `t + delta - 1` (what the runtime sends: the last target commanded before
+the switch), for `delta = 0` the observed state at `t` — and the targets are `labels[t + delta : t + delta +
+H]`, the episode's actions followed by its expert tail (`Episode.labels`). Positions past the labels' end
+repeat the last one and are masked out (`action_mask` False); `delta` is clamped so that the state is a
+recorded one.
 
-Committed prefix (training-time RTC, FASTER's mix; ALGORITHMS.md §3, §4b): with probability `mix_prob` a
-sample is a hand-off sample: `d ~ U{0..d_max}` (clamped so at least one non-prefix real target remains),
+Committed prefix (training-time RTC, FASTER's mix; docs/METHODS.md "prefix" and "faster"): with probability
+`mix_prob` a sample is a hand-off sample: `d ~ U{0..d_max}` (clamped so at least one non-prefix real target remains),
 the first `d` targets are given clean (per-token time 0) and left out of the loss, and with probability
 `has_prob` its per-token times follow the horizon-aware schedule; other samples are plain (d = 0,
 constant time; `vlash.train.flow` draws the times). Why not every sample: clean prefix actions and the

@@ -51,7 +51,7 @@ from vlash.train.vision_use import VisionProbe
 
 log = logging.getLogger(__name__)
 
-HAS_ALPHA = 0.6  # horizon-aware schedule exponent (ALGORITHMS.md §3 default)
+HAS_ALPHA = 0.6  # horizon-aware schedule exponent (docs/METHODS.md "Flow sampling" default)
 VISION_PROBE_SIZE = 32  # samples in the fixed image_gain probe batch
 ADAM_BETAS = (0.9, 0.95)  # openpi's AdamW betas
 
