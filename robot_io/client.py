@@ -19,6 +19,7 @@ from collections import deque
 
 import zmq
 
+from robot_io.endpoints import check_endpoint
 from robot_io.errors import DeadlineExceeded, ProtocolError
 from robot_io.protocol import (
     PROTOCOL_VERSION,
@@ -34,8 +35,10 @@ from robot_io.protocol import (
     RemoteError,
     Reset,
     Stats,
+    bound_socket,
     decode,
     encode,
+    receive,
 )
 from robot_io.protocol.curve import CurveClientKeys
 
@@ -60,8 +63,7 @@ class PolicyClient:
         context: zmq.Context | None = None,
         validate_requests: bool = True,
     ) -> None:
-        if "://" not in endpoint:
-            raise ValueError(f"endpoint {endpoint!r} must look like tcp://host:port or ipc:///path")
+        check_endpoint(endpoint)  # EndpointError (a ValueError) before any socket exists
         if not (isinstance(timeout_s, int | float) and math.isfinite(timeout_s) and timeout_s > 0):
             raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         self.endpoint, self.timeout_s, self.client_name, self.curve = endpoint, float(timeout_s), client_name, curve
@@ -182,6 +184,7 @@ class PolicyClient:
     def _open(self) -> None:
         socket = self._context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
+        bound_socket(socket, self.limits)  # a frame above the limits drops the connection before it is buffered
         if self.curve is not None:
             self.curve.apply(socket)
         socket.connect(self.endpoint)
@@ -261,18 +264,31 @@ class PolicyClient:
                 if time.monotonic_ns() >= deadline_ns:
                     return None
                 continue
-            frames = self._socket.recv_multipart(copy=False)
-            try:
-                message = decode(frames, self.limits)
-            except MessageError as exc:
-                self.counters["bad"] += 1
-                log.warning("dropping undecodable reply from %s: %s", self.endpoint, exc)
+            message = self._decode_next()
+            if message is None:
                 continue
             if self._hello_pending and isinstance(message, Metadata):  # the reply to submit()'s HELLO
                 self._hello_pending = False
                 self._accept_metadata(message)
                 continue
             return message
+
+    def _decode_next(self) -> Message | None:
+        """The waiting message, decoded; None (counted "bad") when it cannot be. Whatever the server sent, the
+        robot holds and goes on: decode refuses bad input with MessageError, and any other exception it might
+        raise on hostile bytes is a bad reply too, never a crash of the control loop."""
+        try:
+            frames = receive(self._socket, self.limits)
+            return decode(frames, self.limits)
+        except MessageError as exc:  # OversizedMessage included: read to its end and released
+            reason = str(exc)
+        except zmq.ZMQError:  # the socket failed, not the reply: the caller's error handling applies
+            raise
+        except Exception as exc:  # noqa: BLE001 - untrusted bytes: a decoder bug must not stop the robot
+            reason = f"{type(exc).__name__} while decoding"
+        self.counters["bad"] += 1
+        log.warning("dropping undecodable reply from %s: %s", self.endpoint, reason[:200])
+        return None
 
     def _is_reply(self, message: Message) -> bool:
         if isinstance(message, Actions | Error):

@@ -24,6 +24,7 @@ from robot_io.protocol.messages import (
     Reset,
     Stats,
 )
+from robot_io.protocol.receive import OversizedMessage, bound_socket, receive
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -41,14 +42,17 @@ __all__ = [
     "MessageError",
     "MessageType",
     "Metadata",
+    "OversizedMessage",
     "Ping",
     "RemoteError",
     "Reset",
     "Stats",
+    "bound_socket",
     "decode",
     "encode",
     "generate_keypair",
     "load_keypair",
     "load_public_key",
+    "receive",
     "validate_infer",
 ]

@@ -1,7 +1,8 @@
 """encode / decode: message dataclasses <-> ZeroMQ multipart frames (msgpack header + raw array frames).
 
-decode treats its input as hostile: every size is checked before anything is allocated, and any
-failure is a MessageError (a ProtocolError) whose `.code` is the ErrorCode to reply with.
+decode treats its input as hostile: every size is checked before anything is allocated, the header's
+nesting is bounded before anything walks it, and any failure is a MessageError (a ProtocolError) whose
+`.code` is the ErrorCode to reply with.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ IMAGE_PREFIX = "image/"  # an image array is named "image/<camera name>"
 WIRE_DTYPES = {"uint8": np.dtype("<u1"), "float32": np.dtype("<f4")}  # little-endian on the wire
 DTYPE_NAMES = {"|u1": "uint8", "<f4": "float32", ">f4": "float32"}  # numpy dtype.str -> wire name (fast lookup)
 MAX_RANK = 4
+# The deepest a valid header nests: header > body > cameras > one camera, or header > arrays > descriptor > shape.
+# msgpack itself accepts ~1024 levels; anything that walks the header recursively (repr, ==) would then overflow
+# Python's stack, so deeper input is refused right after unpacking, before any other code looks at it.
+MAX_HEADER_DEPTH = 4
 
 
 @dataclass(frozen=True)
@@ -167,7 +172,7 @@ def _views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
     if not isinstance(frames, list | tuple) or not 1 <= len(frames) <= limits.max_frames:
         count = len(frames) if isinstance(frames, list | tuple) else type(frames).__name__
         raise bad_message(f"expected a list of 1..{limits.max_frames} frames, got {count}")
-    views = []
+    views, total = [], 0
     for i, frame in enumerate(frames):
         try:
             view = memoryview(frame)
@@ -178,6 +183,9 @@ def _views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
         bound = limits.max_header_bytes if i == 0 else limits.max_frame_bytes
         if view.nbytes > bound:
             raise bad_message(f"frame {i}: {view.nbytes} bytes exceed the limit {bound}")
+        total += view.nbytes
+        if total > limits.max_message_bytes:
+            raise bad_message(f"message: more than {limits.max_message_bytes} bytes (limit on all frames together)")
         if view.ndim != 1 or view.itemsize != 1:
             try:
                 view = view.cast("B") if view.nbytes else memoryview(b"")
@@ -202,6 +210,8 @@ def _unpack_header(view: memoryview, limits: Limits) -> tuple[MessageType, dict]
         )
     except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types on garbage
         raise bad_message(f"header is not valid msgpack: {type(exc).__name__}") from None
+    if not _nests_within(header, MAX_HEADER_DEPTH):
+        raise bad_message(f"header: nested deeper than {MAX_HEADER_DEPTH} levels")
     if type(header) is not dict:
         raise bad_message(f"header: expected map, got {type(header).__name__}")
     version = header.get("v")
@@ -215,8 +225,25 @@ def _unpack_header(view: memoryview, limits: Limits) -> tuple[MessageType, dict]
     kind = header["type"]
     mtype = MessageType._value2member_map_.get(kind) if type(kind) is str else None
     if mtype is None:
-        raise bad_message(f"header: unknown message type {str(kind)[:32]!r}")
+        raise bad_message(f"header: unknown message type {_describe(kind)}")
     return mtype, header
+
+
+def _nests_within(value: Any, levels: int) -> bool:
+    """True when `value` has at most `levels` levels of maps / lists (the recursion is bounded by `levels`)."""
+    if type(value) is not dict and type(value) is not list:
+        return True
+    if levels == 0:
+        return False
+    for child in value.values() if type(value) is dict else value:
+        if (type(child) is dict or type(child) is list) and not _nests_within(child, levels - 1):
+            return False
+    return True
+
+
+def _describe(value: Any) -> str:
+    """A received value for an error message: a str shortened, anything else by type only (never repr'd whole)."""
+    return repr(value[:32]) if type(value) is str else type(value).__name__
 
 
 def _descriptor(i: int, desc: Any) -> tuple[str, str, tuple[int, ...]]:
@@ -227,7 +254,7 @@ def _descriptor(i: int, desc: Any) -> tuple[str, str, tuple[int, ...]]:
     if type(name) is not str or not 0 < len(name) <= MAX_NAME_CHARS:
         raise bad_message(f"arrays[{i}].name: expected a str of 1..{MAX_NAME_CHARS} chars")
     if type(dtype) is not str or dtype not in WIRE_DTYPES:
-        raise bad_value(f"{name}: dtype {str(dtype)[:16]!r} is not one of {sorted(WIRE_DTYPES)}")
+        raise bad_value(f"{name}: dtype {_describe(dtype)} is not one of {sorted(WIRE_DTYPES)}")
     if type(shape) is not list or len(shape) > MAX_RANK:
         raise bad_message(f"{name}: shape must be a list of at most {MAX_RANK} ints in [0, {MAX_DIM}]")
     for size in shape:

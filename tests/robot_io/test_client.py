@@ -57,7 +57,8 @@ def reply_normally(message):
 
 
 class FakeServer:
-    """A ROUTER answering each decoded request with handler(request) -> list of replies, in a thread."""
+    """A ROUTER answering each decoded request with handler(request) -> list of replies (messages, or lists of
+    raw frames), in a thread."""
 
     def __init__(self, endpoint: str, handler: Callable = reply_normally, curve: CurveServerKeys | None = None):
         self.context = zmq.Context()
@@ -80,8 +81,9 @@ class FakeServer:
             identity, *frames = self.socket.recv_multipart(copy=False)
             message = decode(frames)
             self.received.append(message)
-            for reply in self.handler(message):
-                self.socket.send_multipart([identity, *encode(reply)], copy=False)
+            for reply in self.handler(message):  # a list is sent as raw frames (hostile replies)
+                frames = reply if isinstance(reply, list) else encode(reply)
+                self.socket.send_multipart([identity, *frames], copy=False)
 
     def close(self) -> None:
         self._stop.set()
@@ -199,6 +201,45 @@ def test_dropped_request_is_reported_and_stale_ids_are_discarded(endpoint):
         srv.close()
 
 
+# A reply header whose "type" is a list nested 1000 deep (decode once overflowed Python's stack on it).
+NESTED_REPLY = [b"\x84\xa1v\x01\xa4type" + b"\x91" * 1000 + b"\x00\xa4body\x80\xa6arrays\x90"]
+
+
+def test_undecodable_replies_are_counted_and_dropped_and_the_robot_goes_on(endpoint):
+    def hostile(message):
+        if isinstance(message, Infer):  # garbage first: deep nesting, then more frames than any message may have
+            return [NESTED_REPLY, [b"\x80"] * 40, *reply_normally(message)]
+        return reply_normally(message)
+
+    srv = FakeServer(endpoint, hostile)
+    try:
+        with PolicyClient(srv.endpoint) as client:
+            client.submit(make_infer(5))
+            partial, final = poll_until(client), poll_until(client)
+            assert (partial.request_id, partial.final, final.request_id, final.final) == (5, False, 5, True)
+            assert client.counters["bad"] == 2
+    finally:
+        srv.close()
+
+
+def test_any_decoder_failure_is_a_bad_reply_not_a_crash(server, monkeypatch):
+    import robot_io.client
+
+    real_decode = robot_io.client.decode
+
+    def fails_on_actions(frames, limits):
+        message = real_decode(frames, limits)
+        if isinstance(message, Actions) and not message.final:
+            raise RecursionError("a decoder bug on hostile bytes")
+        return message
+
+    monkeypatch.setattr(robot_io.client, "decode", fails_on_actions)
+    with PolicyClient(server.endpoint) as client:
+        client.submit(make_infer(6))
+        final = poll_until(client)  # the partial reply was dropped, the final one comes through
+        assert final.final and final.request_id == 6 and client.counters["bad"] == 1
+
+
 def test_connect_to_a_missing_server_times_out_within_bound(tmp_path):
     with PolicyClient(f"ipc://{tmp_path}/nobody.sock", timeout_s=0.2) as client:
         start = time.monotonic()
@@ -256,7 +297,10 @@ def test_curve_server_refuses_unknown_keys_and_accepts_allowed_ones(tmp_path):
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"endpoint": "localhost:5555"}, "tcp://host:port"), ({"endpoint": "tcp://x:1", "timeout_s": 0}, "timeout_s")],
+    [
+        ({"endpoint": "localhost:5555"}, "tcp://localhost:5555"),
+        ({"endpoint": "tcp://x:1", "timeout_s": 0}, "timeout_s"),
+    ],
 )
 def test_constructor_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -141,6 +141,28 @@ def test_nan_and_inf_are_refused(dealer, server, field, bad, row):
     assert refused(exchange(dealer, frames), ErrorCode.BAD_VALUE)
 
 
+NEST = "\x00nest\x00"  # a placeholder str in a header, swapped for a deeply nested list once packed
+
+
+@pytest.mark.parametrize("depth", [5, 600, 1000, 1020])
+@pytest.mark.parametrize("where", ["type", "dtype", "shape", "prompt", "body"])
+def test_deeply_nested_values_are_refused(dealer, server, where, depth):
+    """A list nested ~1000 deep in a 1 KB header once overflowed the stack of the socket thread: it died and the
+    server never answered again. msgpack packs at most ~500 levels, so the nesting is spliced in as bytes."""
+    header = _header(VALID)
+    if where == "type":
+        header["type"] = NEST
+    elif where in ("dtype", "shape"):
+        header["arrays"][0][where] = NEST
+    elif where == "prompt":
+        header["body"]["prompt"] = NEST
+    else:
+        header["body"] = NEST
+    packed = msgpack.packb(header).replace(msgpack.packb(NEST), b"\x91" * depth + b"\x00")
+    assert refused(exchange(dealer, [packed, *VALID[1:]]), ErrorCode.BAD_MESSAGE)
+    still_serves(dealer, server)
+
+
 def test_oversized_and_empty_frames_are_refused(dealer, server):
     assert refused(exchange(dealer, [b"\x81" + b"\x00" * 200_000]), ErrorCode.BAD_MESSAGE)
     assert refused(exchange(dealer, [b""]), ErrorCode.BAD_MESSAGE)

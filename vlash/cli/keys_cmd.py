@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.force and any(p.exists() for p in existing):
         raise ConfigError(f"{existing[0]} exists; pass --force to overwrite")
     public, secret = generate_keypair(args.out, name)
-    print(f"public key: {public} (copy it to the other end)\nsecret key: {secret} (keep it private)")
+    print(f"public key: {public} (copy it to the other end)\nsecret key: {secret} (keep it private: mode 0600)")
     if name != "server":
-        print(f"allow this client on the server: copy {public.name} into the --allow directory")
+        print(f"allow this client on the server: copy {public.name} into the --allow directory (read at once)")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,20 +12,32 @@ from vlash.errors import ConfigError
 from vlash.sampling import Schedule
 from vlash.server.openpi_mapping import PROFILES, load_map
 
-LOCAL_PREFIXES = ("tcp://127.0.0.1:", "tcp://localhost:", "tcp://[::1]:", "ipc://", "inproc://")
+# tcp://HOST:PORT as libzmq binds it. HOST: "*" (every interface), an IPv4 address, a bracketed IPv6 address, or
+# a host / interface name; PORT: 0..65535, or "*" or 0 for a free one. libzmq itself reads a port of 99999 as
+# 34463 (mod 2^16) and serves there without a word, hence the check here, before a model loads.
+TCP_ENDPOINT = re.compile(
+    r"tcp://(?P<host>\*|\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?):(?P<port>\*|\d{1,5})"
+)
+LOCAL_TRANSPORTS = ("ipc://", "inproc://")  # never reachable from another machine
 
 
 @dataclass
 class ServerConfig:
     """How `PolicyServer` listens and serves."""
 
-    bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint; localhost by default
+    bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint (tcp://host:port, ipc://path); localhost by default
     schedule: str = "constant"  # default flow schedule when a request names none
     num_steps: int | None = None  # denoise steps; None: the policy's default
     inject_latency_ms: float = 0.0  # extra time per inference, spread over prefill + steps (emulates a slower GPU)
     control_rate_hz: float | None = None  # hint in Metadata; None: the policy's metadata or 50 Hz
     curve_keys: Path | None = None  # directory with server.key / server.key_secret: CurveZMQ on
     allow_dir: Path | None = None  # directory of allowed client public keys (*.key); required with curve_keys
+    # serve a non-loopback `bind` without curve_keys: anyone who reaches the port can drive the robot. Off: such a
+    # bind is a ConfigError (`vlash serve --insecure` turns it on)
+    insecure: bool = False
+    # times in a row a client's newer request may cancel its running one (newest wins); after that the running
+    # one finishes and the newest waits (vlash.server.jobs). 0: a running request is never cancelled by a newer one
+    max_consecutive_cancels: int = 1
     poll_ms: int = 50  # socket poll period: bounds how long stop() takes to be noticed
     latency_window: int = 1000  # served requests kept for the latency percentiles in STATS
     # full requests the model thread runs before serving (`start()` waits for them). Warm up here, not in the
@@ -33,8 +46,7 @@ class ServerConfig:
     warm_up_runs: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.bind, str) or "://" not in self.bind:
-            raise ConfigError(f"bind must be a ZeroMQ endpoint like tcp://127.0.0.1:5555, got {self.bind!r}")
+        check_bind(self.bind)
         try:
             self.schedule = Schedule(self.schedule).value
         except ValueError:
@@ -63,11 +75,58 @@ class ServerConfig:
             raise ConfigError(f"warm_up_runs must be an int >= 0, got {self.warm_up_runs!r}")
         if not isinstance(self.latency_window, int) or self.latency_window < 1:
             raise ConfigError(f"latency_window must be an int >= 1, got {self.latency_window!r}")
+        cancels = self.max_consecutive_cancels
+        if type(cancels) is not int or cancels < 0:
+            raise ConfigError(f"max_consecutive_cancels must be an int >= 0, got {cancels!r}")
+        if type(self.insecure) is not bool:
+            raise ConfigError(f"insecure must be a bool, got {self.insecure!r}")
+        if not self.is_local and self.curve_keys is None and not self.insecure:
+            raise ConfigError(
+                f"bind {self.bind} is reachable from other machines and has no CurveZMQ keys, so anyone who reaches "
+                "it could drive the robot: create keys with `vlash keys` and pass --curve-keys/--allow, or pass "
+                "--insecure to serve it unauthenticated"
+            )
 
     @property
     def is_local(self) -> bool:
-        """True when the endpoint is only reachable from this machine."""
-        return self.bind.startswith(LOCAL_PREFIXES)
+        """True when the endpoint is only reachable from this machine: ipc://, inproc://, or tcp:// on localhost
+        or a loopback address. Host and interface names other than localhost count as reachable."""
+        if self.bind.startswith(LOCAL_TRANSPORTS):
+            return True
+        host = TCP_ENDPOINT.fullmatch(self.bind)["host"].strip("[]")
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+
+def check_bind(bind: object) -> None:
+    """Raise ConfigError unless `bind` is an endpoint the server can bind as written (see TCP_ENDPOINT)."""
+    example = "tcp://127.0.0.1:5555 (port 0 or * for a free one), or ipc:///path"
+    if not isinstance(bind, str):
+        raise ConfigError(f"bind must be a ZeroMQ endpoint like {example}, got {bind!r}")
+    if bind.startswith(LOCAL_TRANSPORTS):
+        if bind.partition("://")[2]:
+            return
+        raise ConfigError(f"bind {bind!r} names no path")
+    match = TCP_ENDPOINT.fullmatch(bind)
+    if match is None:
+        raise ConfigError(f"bind must be a ZeroMQ endpoint like {example}, got {bind!r}")
+    port, host = match["port"], match["host"]
+    if port != "*" and int(port) > 65535:
+        raise ConfigError(f"bind {bind!r}: port {port} is not in 0..65535 (0 or * picks a free one)")
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ConfigError(f"bind {bind!r}: {host} is not an IPv6 address") from None
+    elif host[0].isdigit() and host.replace(".", "").isdigit():  # looks like IPv4: must be one
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise ConfigError(f"bind {bind!r}: {host} is not an IPv4 address") from None
 
 
 @dataclass

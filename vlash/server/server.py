@@ -1,8 +1,17 @@
 """The policy server: a ROUTER socket owned by one thread, the model in another (`InferenceWorker`).
 
-Socket thread: HELLO -> METADATA, INFER -> checked and queued (newest request per client wins; the one
-it replaces gets ERROR DROPPED), PING/RESET/STATS answered at once, anything malformed -> ERROR and keep
-serving; replies produced by the model thread arrive on an inproc PULL socket and are forwarded.
+Socket thread: HELLO -> METADATA, INFER -> checked and queued (newest request per client wins, within a
+cancel budget: vlash.server.jobs; the one it replaces gets ERROR DROPPED), PING/RESET/STATS answered at once,
+anything malformed -> ERROR and keep serving; replies produced by the model thread arrive on an inproc PULL
+socket and are forwarded. A message past the size limits is read part by part and released as it is read
+(robot_io.protocol.receive), then refused.
+
+No input ends a serving thread: an exception while handling one message (socket thread) or one request (model
+thread) is answered with ERROR INTERNAL, counted and logged, and the thread goes on. A thread that ends anyway
+(an exception outside that handling: its socket or the queue failed) is not restarted in place, since what broke
+is shared state a restart would inherit: the server fails as a whole. It stops serving (both threads end, so
+clients time out and hold rather than wait on a half-alive server), `failure` holds the exception, `wait()`
+returns and `on_failure` is called, so the process can exit non-zero and its supervisor restart it.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -25,11 +35,14 @@ from robot_io.protocol import (
     Limits,
     MessageError,
     Metadata,
+    OversizedMessage,
     Ping,
     Reset,
     Stats,
+    bound_socket,
     decode,
     encode,
+    receive,
 )
 from vlash.errors import ConfigError, ServerError
 from vlash.runtime.policy_runtime import PolicyRuntime
@@ -53,12 +66,17 @@ class PolicyServer:
         metadata: Metadata,
         config: ServerConfig | None = None,
         limits: Limits | None = None,
+        on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
+        """`on_failure(exc)` runs (on the failing thread) when a serving thread ends unexpectedly: see the module
+        docstring. `vlash serve` uses it to exit non-zero."""
         self.runtime, self.metadata = runtime, metadata
         self.config = config or ServerConfig()
         self.limits = limits or Limits()
         self.stats = ServerStats(self.config.latency_window)
-        self.jobs = JobQueue()
+        self.jobs = JobQueue(self.config.max_consecutive_cancels)
+        self._on_failure = on_failure
+        self._failure: BaseException | None = None
         self.endpoint: str | None = None  # the bound endpoint (port resolved), set by start()
         self._context = zmq.Context()
         # the ROUTER's second endpoint, for in-process clients (protocol adapters: vlash.server.openpi_endpoint)
@@ -77,6 +95,7 @@ class PolicyServer:
             self._outbox,
             self.config.inject_latency_ms,
             self.config.warm_up_runs,
+            on_failure=self._fail,
         )
         self._io = threading.Thread(target=self._io_main, name="vlash-socket", daemon=True)
         self._stop = threading.Event()
@@ -122,6 +141,22 @@ class PolicyServer:
     def running(self) -> bool:
         return self._io.is_alive() and not self._stop.is_set()
 
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the server stopped on its own (a serving thread ended unexpectedly); None otherwise."""
+        return self._failure
+
+    def _fail(self, exc: BaseException) -> None:
+        """A serving thread is ending unexpectedly: stop the whole server (see the module docstring)."""
+        if self._failure is None:
+            self._failure = exc
+        log.critical("%s ended unexpectedly; the server stops", threading.current_thread().name, exc_info=exc)
+        self._stop.set()
+        self.jobs.close()
+        self._worker.stop()
+        if self._on_failure is not None:
+            self._on_failure(exc)
+
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until stopped (True) or `timeout_s` passes (False)."""
         return self._stop.wait(timeout_s)
@@ -149,7 +184,7 @@ class PolicyServer:
         try:
             for socket in (router, pull):
                 socket.setsockopt(zmq.LINGER, 0)
-            router.setsockopt(zmq.MAXMSGSIZE, self.limits.max_frame_bytes + self.limits.max_header_bytes)
+            bound_socket(router, self.limits)
             self._curve.configure(router)
             router.bind(self.config.bind)
             endpoint = router.getsockopt_string(zmq.LAST_ENDPOINT)  # before the inproc bind
@@ -165,6 +200,8 @@ class PolicyServer:
         self._ready.set()
         try:
             self._loop(router, pull)
+        except BaseException as exc:  # noqa: BLE001 - not one message's handling (guarded): the server fails
+            self._fail(exc)
         finally:
             router.close(linger=0)
             pull.close(linger=0)
@@ -183,12 +220,29 @@ class PolicyServer:
                         break
                     self._send_frames(router, frames)
             if router in events:
-                for _ in range(MAX_BATCH):
-                    try:
-                        frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
-                    except zmq.Again:
-                        break
-                    self._handle(router, frames[0].bytes, frames[1:])
+                self._serve_batch(router)
+
+    def _serve_batch(self, router: zmq.Socket) -> None:
+        """Handle the messages waiting on the ROUTER (at most MAX_BATCH). Nothing is kept once this returns:
+        a refused message's memory goes back at once, not when the next message arrives."""
+        for _ in range(MAX_BATCH):
+            try:
+                client, *frames = receive(router, self.limits, zmq.NOBLOCK, envelope=1)
+            except zmq.Again:
+                return
+            except OversizedMessage as exc:  # read to its end, every part already released
+                self._error(router, exc.envelope[0], exc.code, exc.detail, None)
+                continue
+            self._handle_guarded(router, client.bytes, frames)
+
+    def _handle_guarded(self, router: zmq.Socket, client: bytes, frames: list[Any]) -> None:
+        """Handle one message; an exception that escapes (a bug) is answered INTERNAL, never the end of the
+        thread that serves every client."""
+        try:
+            self._handle(router, client, frames)
+        except Exception:  # noqa: BLE001 - answered, counted and logged; the next message is served as usual
+            log.exception("handling a message from client %s failed", client.hex())
+            self._error(router, client, ErrorCode.INTERNAL, "the server failed handling this message", None)
 
     @staticmethod
     def _send_frames(router: zmq.Socket, frames: list[Any]) -> None:
