@@ -15,3 +15,7 @@ class ProtocolError(RobotIOError):
 
 class DeadlineExceeded(RobotIOError, TimeoutError):
     """A bounded wait ran out (server reply, control deadline)."""
+
+
+class EndpointError(RobotIOError, ValueError):
+    """A server endpoint is not one a ZeroMQ client can connect to; the message suggests a correct one."""

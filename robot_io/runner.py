@@ -6,107 +6,44 @@ is refused with both sides named. Per tick: observation -> executor.tick (action
 (clamp; fallback in action space, see robot_io.safety) -> robot.send_action. Between ticks the loop's slack goes
 to executor.receive, so reply arrival times are exact. For robots that do not hold position by themselves a
 StallWatchdog thread commands the hold when the loop thread stalls; every send goes through one lock.
-The result keeps per-tick logs (commanded action, state, chunk id and index, hold flag) and per-chunk records
-(request/reply/switch steps, latency) for plots such as `vlash demo`'s.
+
+Memory stays bounded however long the run (robot_io.run_trace): RunResult holds the most recent
+RunConfig.trace_ticks ticks (commanded action, state, chunk id and index, hold flag, episode resets) and
+ExecutorConfig.record_window chunk records (request/reply/switch steps, latency) for plots such as `vlash demo`'s;
+the summary's percentiles cover the last RunConfig.stats_window chunks, its counts the whole run. Every tick and
+every chunk record goes to the TraceSinks given to the runner (`vlash run --trace FILE`), written as the run goes.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from robot_io.control import Clock, ControlLoop, LoopSummary, MonotonicClock, Tick
-from robot_io.errors import RobotIOError, ShapeError
-from robot_io.executors import ChunkRecord, ExecutorConfig, PolicyLink, make_executor
-from robot_io.executors.images import resolve_camera_map
-from robot_io.protocol import Metadata
-from robot_io.robots.base import Robot, action_dim, action_state_index, holds_position, robot_cameras, state_dim
-from robot_io.safety import Safety, SafetyConfig, StallWatchdog
+from robot_io.control import Clock, ControlLoop, LoopSummary, MonotonicClock, RecentWindow, Tick
+from robot_io.errors import RobotIOError
+from robot_io.executors import ChunkRecord, PolicyLink, make_executor
+from robot_io.robots.base import Robot, action_dim, holds_position, state_dim
+from robot_io.run_setup import RunConfig, fit_policy, safety_for
+from robot_io.run_summary import RunSummary
+from robot_io.run_trace import TickWindow, TraceSink
+from robot_io.safety import Safety, StallWatchdog
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    """What to run and for how long."""
-
-    executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # mode, s, q, d0
-    rate_hz: float = 30.0  # control rate
-    duration_s: float = 10.0  # run length (schedule time)
-    on_missing: str = "hold"  # watchdog fallback: "hold" the last command or "stop" at the measured position
-    max_step: float | None = None  # largest joint change per tick; None: no limit
-    status_every_s: float = 0.25  # how often the status callback is called
-    # policy camera -> robot camera, None: left out on purpose (masked); cameras named alike need no entry
-    camera_map: dict[str, str | None] = field(default_factory=dict)
-    stall_timeout_s: float | None = None  # no tick done this long: the stall watchdog holds; None: max(0.25, 4 periods)
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.rate_hz) and self.rate_hz > 0):
-            raise ValueError(f"RunConfig.rate_hz must be > 0, got {self.rate_hz}")
-        if not (math.isfinite(self.duration_s) and self.duration_s > 0):
-            raise ValueError(f"RunConfig.duration_s must be > 0, got {self.duration_s}")
-        if self.stall_timeout_s is not None and not (
-            math.isfinite(self.stall_timeout_s) and self.stall_timeout_s > 2 / self.rate_hz
-        ):
-            raise ValueError(f"RunConfig.stall_timeout_s must exceed two control periods ({2 / self.rate_hz:.3f} "
-                             f"s), got {self.stall_timeout_s}")  # fmt: skip
-        if not self.status_every_s > 0:
-            raise ValueError(f"RunConfig.status_every_s must be > 0, got {self.status_every_s}")
-
-    @property
-    def stall_timeout(self) -> float:
-        """The stall watchdog's bound in seconds."""
-        return self.stall_timeout_s if self.stall_timeout_s is not None else max(0.25, 4 / self.rate_hz)
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """The numbers a run reports (times in ms; steps are control steps)."""
-
-    mode: str
-    rate_hz: float
-    duration_s: float
-    ticks: int
-    requests: int
-    chunks: int  # chunks that took over
-    ttfa_p50_ms: float | None  # request tick -> first needed action final (median over chunks)
-    latency_p50_ms: float | None  # request tick -> final message
-    latency_p99_ms: float | None
-    delay_steps: int  # final online estimate of d
-    missed_deadlines: int  # ticks where the running chunk had no valid action (starved)
-    waiting_steps: int  # ticks spent waiting by design (first chunk, sync)
-    watchdog_holds: int  # ticks that sent the watchdog fallback (waiting + missed + bad actions)
-    unsent_ticks: int  # of which nothing could be sent (no command yet, hold unknown): the robot's controller held
-    stall_holds: int  # hold commands the stall watchdog sent from its thread while the loop was stalled
-    clamped: int  # ticks whose action safety changed
-    overruns: int
-    missed_ticks: int
-    jitter_p50_ms: float
-    jitter_p99_ms: float
-    errors: int
-    dropped: int
-    timeouts: int
-    too_late: int  # replies (or silences) that outlived every usable index of their chunk
-    stale_replies: int
-    observation_errors: int
-    episodes: int  # simulated episodes finished
-    successes: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 @dataclass
 class RunResult:
+    """The summary, and the most recent ticks (RunConfig.trace_ticks) and chunk records (ExecutorConfig.record_window):
+    T ticks, the last T of the run (all of a run shorter than the window)."""
+
     summary: RunSummary
     loop: LoopSummary
-    records: list[ChunkRecord]  # one per request
+    records: list[ChunkRecord]  # one per request, the most recent
     time_s: np.ndarray  # [T] tick start since the first tick
     steps: np.ndarray  # [T] control step index
     states: np.ndarray  # [T, S] observed state
@@ -115,43 +52,13 @@ class RunResult:
     chunk_ids: np.ndarray  # [T] running chunk (request id), -1 none
     chunk_index: np.ndarray  # [T] chunk index commanded, -1 none
     tick_ms: np.ndarray  # [T] each tick's own work: observe, executor, safety, send (loop.tick_p50/p99 aggregate it)
-    episodes: list[Any] = field(default_factory=list)  # SimRobot EpisodeOutcome list
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
-
-
-def safety_for(robot: Robot, config: RunConfig) -> SafetyConfig:
-    """Joint limits from the robot when it exposes `joint_limits` ([A, 2]), plus the run's max step and fallback."""
-    limits = getattr(robot, "joint_limits", None)
-    low = high = None
-    if limits is not None:
-        limits = np.asarray(limits, np.float64)
-        low, high = tuple(limits[:, 0].tolist()), tuple(limits[:, 1].tolist())
-    return SafetyConfig(low, high, config.max_step, config.on_missing, config.executor.action_kind)
-
-
-def fit_policy(robot: Robot, meta: Metadata, config: RunConfig) -> tuple[dict[str, str | None], np.ndarray | None]:
-    """(camera map, action_state_index) when the robot can run the policy; ShapeError naming both sides if not."""
-    name, (s, a) = type(robot).__name__, (state_dim(robot), action_dim(robot))
-    if (s, a) != (meta.state_dim, meta.action_dim):
-        raise ShapeError(f"policy {meta.model_id!r} expects state_dim {meta.state_dim} and action_dim "
-                         f"{meta.action_dim}; the robot ({name}) has state_dim {s} and action_dim {a}")  # fmt: skip
-    cameras = resolve_camera_map(robot_cameras(robot), meta.cameras, config.camera_map)
-    index = action_state_index(robot)
-    if index is None and config.executor.mode == "vlash":
-        raise ShapeError(f"vlash mode rolls the state forward from the actions, but the robot ({name}) does not say "
-                         f"which of its {s} state entries its {a} action entries are (state_names / action_names); "
-                         "use another mode or name them")  # fmt: skip
-    if index is None and config.max_step is not None and not callable(getattr(robot, "hold_action", None)):
-        raise ShapeError(f"max_step needs the measured positions of the commanded joints; the robot ({name}) gives "
-                         "neither state_names / action_names nor hold_action(observation)")  # fmt: skip
-    return cameras, index
+    resets: np.ndarray  # [T] bool: a new episode began at this tick (executor and safety reset; not the first tick)
+    episodes: list[Any] = field(default_factory=list)  # the robot's recent episode outcomes (SimRobot: the last 1000)
 
 
 class Runner:
-    """Drives one robot with one policy link; `run()` connects the policy, loops for the duration, summarizes."""
+    """Drives one robot with one policy link; `run()` connects the policy, loops for the duration, summarizes.
+    `traces`: sinks that receive every tick and chunk record as the run goes (robot_io.run_trace)."""
 
     def __init__(
         self,
@@ -160,19 +67,23 @@ class Runner:
         config: RunConfig,
         clock: Clock | None = None,
         status: Callable[[dict[str, Any]], None] | None = None,
+        traces: Sequence[TraceSink] = (),
     ) -> None:
         self.robot, self.client, self.config, self.status = robot, client, config, status
         self.clock = clock or MonotonicClock()
         self.loop = ControlLoop(config.rate_hz, self.clock)
         self.executor = make_executor(client, config.executor, self.loop.period_s, self.clock)
+        self.executor.on_record = self._on_record
         self.safety = Safety(safety_for(robot, config), action_dim(robot))
         self.watchdog: StallWatchdog | None = None
         if not holds_position(robot):
             self.watchdog = StallWatchdog(self._stall_hold, config.stall_timeout, self.clock)
         self.observation_errors = 0
-        self._log: dict[str, list] = {
-            k: [] for k in ("t", "step", "state", "command", "held", "chunk", "index", "tick_ms")
-        }
+        self.traces = list(traces)
+        self._tick_traces = [t for t in self.traces if t.wants_ticks]
+        self.ticks: TickWindow | None = None  # sized at run() (a robot knows its dimensions once connected)
+        self._ready_ms = RecentWindow(config.stats_window)  # per chunk, the most recent (RunSummary)
+        self._latency_ms = RecentWindow(config.stats_window)
         self._send_lock = threading.Lock()  # the loop's and the stall watchdog's sends never interleave
         self._hold_hook = getattr(robot, "hold_action", None)
         self._state_index: np.ndarray | None = None
@@ -187,6 +98,7 @@ class Runner:
         meta = self.executor.start()
         self.executor.camera_map, self._state_index = fit_policy(self.robot, meta, self.config)
         self.executor.state_index = self._state_index
+        self.ticks = TickWindow(self.config.trace_ticks, state_dim(self.robot), action_dim(self.robot))
         self._t0 = self.clock.now_ns()
         if self.watchdog is not None:
             self.watchdog.start()
@@ -195,11 +107,16 @@ class Runner:
         finally:
             if self.watchdog is not None:
                 self.watchdog.stop()
-        return self._result(loop_summary)
+        self.executor.finish()  # the records still open go to _on_record
+        result = self._result(loop_summary)
+        for trace in self.traces:
+            trace.summary(result.summary.as_dict())
+        return result
 
     def _tick(self, tick: Tick) -> None:
         obs = self._observe()
-        if obs is not None and obs.get("episode_start") and tick.index > 0:
+        reset = obs is not None and bool(obs.get("episode_start")) and tick.index > 0
+        if reset:
             self.executor.reset()
             self.safety.reset()
         action = self.executor.tick(tick.index, obs, tick.start_ns)
@@ -207,21 +124,28 @@ class Runner:
         with self._send_lock:
             sent, held = self.safety.filter(action, self._measured, expected=expected)
             really = None if sent is None else self.robot.send_action({"action": sent})["action"]
-        lg = self._log
-        lg["tick_ms"].append((self.clock.now_ns() - tick.start_ns) / 1e6)
-        cur = self.executor.current
-        lg["t"].append((tick.start_ns - self._t0) / 1e9)
-        lg["step"].append(tick.index)
-        lg["state"].append(self._last_state)
-        lg["command"].append(np.full(action_dim(self.robot), np.nan, np.float32) if really is None else really)
-        lg["held"].append(held)
-        lg["chunk"].append(-1 if cur is None or held else cur.chunk_id)
-        lg["index"].append(-1 if cur is None or held else cur.index_at(tick.index))
+        tick_ms = (self.clock.now_ns() - tick.start_ns) / 1e6
+        cur = None if held else self.executor.current
+        row = dict(t=(tick.start_ns - self._t0) / 1e9, step=tick.index, state=self._last_state, command=really,
+                   held=held, chunk=-1 if cur is None else cur.chunk_id,
+                   index=-1 if cur is None else cur.index_at(tick.index), tick_ms=tick_ms, reset=reset)  # fmt: skip
+        self.ticks.append(**row)
+        for trace in self._tick_traces:
+            trace.tick(row)
         if self.status is not None and tick.start_ns >= self._next_status:
             self._next_status = tick.start_ns + round(self.config.status_every_s * 1e9)
             self.status(self.live_status(tick.index))
         if self.watchdog is not None:
             self.watchdog.tick_done()
+
+    def _on_record(self, record: ChunkRecord) -> None:
+        """A chunk record is final (the executor calls this once per record): statistics, then the traces."""
+        if record.ready_ms is not None:
+            self._ready_ms.append(record.ready_ms)
+        if record.latency_ms is not None:
+            self._latency_ms.append(record.latency_ms)
+        for trace in self.traces:
+            trace.chunk(record)
 
     def _observe(self) -> dict | None:
         try:
@@ -261,38 +185,35 @@ class Runner:
     def live_status(self, step: int) -> dict[str, Any]:
         """A few live numbers for a one-line display."""
         ex = self.executor
-        lat = [r.latency_ms for r in ex.records[-20:] if r.latency_ms is not None]
         return dict(
             step=step,
             chunks=ex.counts["chunks"],
             delay_steps=ex.delay_steps(),
-            latency_ms=lat[-1] if lat else None,
+            latency_ms=ex.last_latency_ms,
             missed=ex.counts["starved_steps"],
             holds=self.safety.fallbacks,
             overruns=self.loop.overruns,
-            episodes=len(getattr(self.robot, "episodes", [])),
+            episodes=getattr(self.robot, "episode_count", 0),
             successes=getattr(self.robot, "successes", 0),
         )
 
     def _result(self, loop: LoopSummary) -> RunResult:
-        ex, lg = self.executor, self._log
-        ready = [r.ready_ms for r in ex.records if r.ready_ms is not None]
-        latency = [r.latency_ms for r in ex.records if r.latency_ms is not None]
-        episodes = list(getattr(self.robot, "episodes", []))
+        ex, counts = self.executor, self.executor.counts
         summary = RunSummary(
             mode=self.config.executor.mode,
             rate_hz=self.config.rate_hz,
             duration_s=loop.duration_s,
             ticks=loop.ticks,
-            requests=ex.counts["requests"],
-            chunks=ex.counts["chunks"],
-            ttfa_p50_ms=_percentile(ready, 50),
-            latency_p50_ms=_percentile(latency, 50),
-            latency_p99_ms=_percentile(latency, 99),
+            requests=counts["requests"],
+            chunks=counts["chunks"],
+            ttfa_p50_ms=self._ready_ms.percentile(50),
+            latency_p50_ms=self._latency_ms.percentile(50),
+            latency_p99_ms=self._latency_ms.percentile(99),
             delay_steps=ex.delay_steps(),
-            missed_deadlines=ex.counts["starved_steps"],
-            waiting_steps=ex.counts["wait_steps"],
+            missed_deadlines=counts["starved_steps"],
+            waiting_steps=counts["wait_steps"],
             watchdog_holds=self.safety.fallbacks,
+            unexpected_holds=self.safety.unexpected,
             unsent_ticks=self.safety.unsent,
             stall_holds=0 if self.watchdog is None else self.watchdog.holds,
             clamped=self.safety.clamped,
@@ -300,29 +221,32 @@ class Runner:
             missed_ticks=loop.missed_ticks,
             jitter_p50_ms=loop.jitter_p50_ms,
             jitter_p99_ms=loop.jitter_p99_ms,
-            errors=ex.counts["errors"],
-            dropped=ex.counts["dropped"],
-            timeouts=ex.counts["timeouts"],
-            too_late=ex.counts["too_late"],
-            stale_replies=ex.counts["stale"],
+            errors=counts["errors"],
+            dropped=counts["dropped"],
+            timeouts=counts["timeouts"],
+            too_late=counts["too_late"],
+            stale_replies=counts["stale"],
+            link_losses=ex.link.losses,
+            link_lost_steps=counts["link_lost_steps"],
             observation_errors=self.observation_errors,
-            episodes=len(episodes),
-            successes=sum(bool(getattr(e, "success", False)) for e in episodes),
+            episodes=getattr(self.robot, "episode_count", 0),  # robots that run episodes (the simulator) count them
+            successes=getattr(self.robot, "successes", 0),
         )
-        s, a = state_dim(self.robot), action_dim(self.robot)
+        ticks = self.ticks.arrays()
         return RunResult(
             summary=summary,
             loop=loop,
             records=list(ex.records),
-            time_s=np.asarray(lg["t"], np.float64),
-            steps=np.asarray(lg["step"], np.int64),
-            states=np.asarray(lg["state"], np.float32).reshape(-1, s),
-            commands=np.asarray(lg["command"], np.float32).reshape(-1, a),
-            held=np.asarray(lg["held"], bool),
-            chunk_ids=np.asarray(lg["chunk"], np.int64),
-            chunk_index=np.asarray(lg["index"], np.int64),
-            tick_ms=np.asarray(lg["tick_ms"], np.float64),
-            episodes=episodes,
+            time_s=ticks["t"],
+            steps=ticks["step"],
+            states=ticks["state"],
+            commands=ticks["command"],
+            held=ticks["held"],
+            chunk_ids=ticks["chunk"],
+            chunk_index=ticks["index"],
+            tick_ms=ticks["tick_ms"],
+            resets=ticks["reset"],
+            episodes=list(getattr(self.robot, "episodes", [])),  # the recent outcomes (bounded)
         )
 
 
@@ -332,10 +256,14 @@ def run_robot(
     config: RunConfig,
     clock: Clock | None = None,
     status: Callable[[dict[str, Any]], None] | None = None,
+    traces: Sequence[TraceSink] = (),
 ) -> RunResult:
     """Connect the robot, run it under `client` for config.duration_s, disconnect; returns the RunResult."""
     robot.connect()
     try:
-        return Runner(robot, client, config, clock, status).run()
+        return Runner(robot, client, config, clock, status, traces).run()
     finally:
         robot.disconnect()
+
+
+__all__ = ["RunConfig", "RunResult", "RunSummary", "Runner", "fit_policy", "run_robot", "safety_for"]

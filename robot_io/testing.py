@@ -7,13 +7,16 @@ FakePolicyClient satisfies the executors' PolicyLink (connect / submit / poll): 
 at submit time by `plan(infer)` and its Actions become available `latency_s` later on `clock` (simulated or
 real). `stream` lists partial messages as (fraction of the latency, number of new actions final), like the
 horizon-aware sampler's streaming. A newer request drops the older one (Error DROPPED), as the server does.
+`replying = False` makes it a dead server (requests swallowed) until set back.
 LoopbackPolicyServer serves a planner over real ZeroMQ without torch; `hold_planner` keeps a robot where it is.
+PointArm is a robot with no dynamics and no memory (long runs, episode resets on demand).
 """
 
 from __future__ import annotations
 
 import copy
 import heapq
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +24,7 @@ import numpy as np
 
 from robot_io.control.clock import Clock
 from robot_io.protocol import Actions, CameraSpec, Error, ErrorCode, Infer, Metadata
+from robot_io.specs import ArraySpec
 
 Planner = Callable[[Infer], np.ndarray]
 
@@ -33,9 +37,11 @@ class FakePolicyClient:
         clock: Clock,
         latency_s: float | Callable[[Infer], float] = 0.05,
         stream: Sequence[tuple[float, int]] = (),
+        history: int | None = None,
     ) -> None:
         self.plan, self.metadata, self.clock, self.latency_s, self.stream = plan, metadata, clock, latency_s, stream
-        self.requests: list[Infer] = []  # every request submitted, in order
+        # every request submitted, in order; with `history`, only the most recent (long runs)
+        self.requests: list[Infer] | deque[Infer] = [] if history is None else deque(maxlen=history)
         self.replying = True  # False: requests are swallowed (a dead server)
         self.connects = 0
         self._queue: list[tuple[int, int, Actions | Error]] = []  # (due_ns, seq, message)
@@ -153,6 +159,7 @@ class LoopbackPolicyServer:
 
         self.endpoint, self.plan, self.metadata = endpoint, plan, metadata
         self.served = 0
+        self.handshakes = 0  # HELLO messages answered
         self.requests: list[Infer] = []  # every request served, in order (arrays copied)
         self._zmq = zmq
         self._socket = zmq.Context.instance().socket(zmq.ROUTER)
@@ -180,6 +187,7 @@ class LoopbackPolicyServer:
             identity, *frames = self._socket.recv_multipart()
             message = decode(frames)
             if isinstance(message, Hello):
+                self.handshakes += 1
                 reply = self.metadata
             elif isinstance(message, Infer):
                 self.requests.append(copy.deepcopy(message))
@@ -191,3 +199,63 @@ class LoopbackPolicyServer:
             else:
                 reply = Error(ErrorCode.BAD_MESSAGE, f"loopback server does not serve {type(message).__name__}")
             self._socket.send_multipart([identity, *encode(reply)])
+
+
+class PointArm:
+    """A robot with no dynamics: each command is reached at once (the state is the last command), one small black
+    camera; it keeps nothing per tick, so a long run's memory is the runner's alone. Every `episode_steps`
+    observations (None: never) a new episode starts: the arm jumps to another position and the observation says
+    `episode_start`, as SimRobot's do."""
+
+    holds_position = True  # like position servos: no stall watchdog thread in tests
+
+    def __init__(self, joints: int = 2, camera: str = "cam", episode_steps: int | None = None) -> None:
+        self.camera, self.episode_steps = camera, episode_steps
+        self.state_names = self.action_names = [f"joint{j}" for j in range(joints)]
+        self.pos = np.zeros(joints, np.float32)
+        self.observations = 0
+        self._image = np.zeros((4, 4, 3), np.uint8)
+
+    @property
+    def observation_features(self) -> dict[str, ArraySpec]:
+        return {"state": ArraySpec("state", (len(self.pos),), "float32"),
+                f"images.{self.camera}": ArraySpec(self.camera, (4, 4, 3), "uint8")}  # fmt: skip
+
+    @property
+    def action_features(self) -> dict[str, ArraySpec]:
+        return {"action": ArraySpec("action", (len(self.pos),), "float32")}
+
+    def connect(self) -> None:
+        pass
+
+    def disconnect(self) -> None:
+        pass
+
+    def get_observation(self) -> dict[str, Any]:
+        self.observations += 1
+        fresh = self.episode_steps is not None and self.observations % self.episode_steps == 1
+        if fresh and self.observations > 1:
+            self.pos = self.pos + 1.0  # the next episode starts elsewhere
+        return {"state": self.pos.copy(), "images": {self.camera: self._image}, "capture_time_ns": 0,
+                "episode_start": fresh}  # fmt: skip
+
+    def send_action(self, action: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.pos = np.asarray(action["action"], np.float32).copy()
+        return {"action": self.pos.copy()}
+
+
+def point_metadata(joints: int = 2, chunk_length: int = 20, camera: str = "cam") -> Metadata:
+    """Metadata of a policy for PointArm."""
+    return Metadata("point", [CameraSpec(camera, 4, 4)], joints, joints, chunk_length, 30.0, "fp32", "fake", 1,
+                    "constant", False)  # fmt: skip
+
+
+def ramp_planner(chunk_length: int, step: float = 0.01) -> Planner:
+    """Chunks that move every joint by `step` per index from the planning state (future_state when given): every
+    action differs from the last, so a trace shows which chunk index ran when."""
+
+    def plan(infer: Infer) -> np.ndarray:
+        start = np.asarray(infer.state if infer.future_state is None else infer.future_state, np.float32)
+        return start + step * np.arange(1, chunk_length + 1, dtype=np.float32)[:, None]
+
+    return plan

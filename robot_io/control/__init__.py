@@ -2,5 +2,6 @@
 
 from robot_io.control.clock import Clock, MonotonicClock, SimulatedClock
 from robot_io.control.loop import ControlLoop, LoopSummary, Tick
+from robot_io.control.window import RecentWindow
 
-__all__ = ["Clock", "ControlLoop", "LoopSummary", "MonotonicClock", "SimulatedClock", "Tick"]
+__all__ = ["Clock", "ControlLoop", "LoopSummary", "MonotonicClock", "RecentWindow", "SimulatedClock", "Tick"]

@@ -11,13 +11,11 @@ the slack (e.g. to receive replies with accurate timestamps); the final stretch 
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from robot_io.control.clock import Clock, MonotonicClock
+from robot_io.control.window import RecentWindow
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +38,21 @@ class LoopSummary:
     duration_s: float  # from the first tick's start to the last tick's end
     overruns: int  # ticks that ended after the next deadline
     missed_ticks: int  # deadlines of the schedule skipped entirely because of overruns
-    jitter_p50_ms: float  # |actual period - scheduled period|, median
+    jitter_p50_ms: float  # |actual period - scheduled period|, median over the last stats_window ticks
     jitter_p99_ms: float  # same, 99th percentile
     jitter_max_ms: float  # same, maximum
-    tick_p50_ms: float  # duration of the tick function, median
+    tick_p50_ms: float  # duration of the tick function, median over the last stats_window ticks
     tick_p99_ms: float  # same, 99th percentile
 
 
-def _percentile_ms(values_ns, q: float) -> float:
-    return float(np.percentile(np.asarray(values_ns, dtype=np.float64), q) / 1e6) if len(values_ns) else 0.0
+def _percentile_ms(window: RecentWindow, q: float) -> float:
+    value = window.percentile(q)
+    return 0.0 if value is None else value / 1e6
 
 
 class ControlLoop:
-    """Runs `tick(Tick) -> bool | None` at `rate_hz` until it returns False, `stop()`, the duration or max_ticks."""
+    """Runs `tick(Tick) -> bool | None` at `rate_hz` until it returns False, `stop()`, the duration or max_ticks.
+    Jitter and tick-duration statistics cover the last `stats_window` ticks (constant memory, see RecentWindow)."""
 
     def __init__(self, rate_hz: float, clock: Clock | None = None, stats_window: int = 100_000) -> None:
         if not rate_hz > 0:
@@ -62,8 +62,8 @@ class ControlLoop:
         self.rate_hz = float(rate_hz)
         self.period_ns = round(1e9 / rate_hz)
         self.clock = clock or MonotonicClock()
-        self._jitter_ns: deque[int] = deque(maxlen=stats_window)
-        self._tick_ns: deque[int] = deque(maxlen=stats_window)
+        self._jitter_ns = RecentWindow(stats_window)
+        self._tick_ns = RecentWindow(stats_window)
         self._stop = False
         self.ticks = self.overruns = self.missed_ticks = 0
 
@@ -139,7 +139,7 @@ class ControlLoop:
             missed_ticks=self.missed_ticks,
             jitter_p50_ms=_percentile_ms(jitter, 50),
             jitter_p99_ms=_percentile_ms(jitter, 99),
-            jitter_max_ms=max(jitter) / 1e6 if jitter else 0.0,
+            jitter_max_ms=0.0 if jitter.max() is None else jitter.max() / 1e6,
             tick_p50_ms=_percentile_ms(work, 50),
             tick_p99_ms=_percentile_ms(work, 99),
         )

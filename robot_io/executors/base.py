@@ -7,13 +7,27 @@ observation of step k; (4) the running chunk's action for k is returned, or None
 or a sync chunk, or a missed deadline when the running chunk has no valid action). The delay d is estimated
 online (DelayEstimator); the modes differ only in `_due`, `_plan` and `_usable` (see strategies.py).
 Never raises in the loop on server trouble: errors, drops, timeouts and stale replies are counted.
+
+When the server dies: the client gives up on a request after its timeout (PolicyClient timeout_s, `vlash run
+--timeout`), the executor after request_timeout_s, and both keep asking (non-blocking, after retry_after_s).
+The link counts as lost after link_timeout_s without any message while a reply is owed (LinkWatch, link.py).
+Then `on_link_loss` decides: "finish-chunk" (the default) keeps executing the running chunk until its last index
+has run (up to a whole chunk, H ticks, when the server dies just after a switch) before the watchdog holds;
+right for a healthy link with a slow reply. "hold" stops executing it in the tick the link counts as lost, so the
+watchdog holds from then on; when replies return, a first (sync) request starts afresh. Ticks while the link is
+lost are never counted as waiting by design (RunSummary.unexpected_holds counts their holds).
+
+Records: `records` keeps the most recent config.record_window chunk records; `on_record(record)` is called
+once per record when it is final (it will not change again: superseded, failed, replaced, reset, or at
+`finish()`), so a caller can stream every record without keeping them all.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
+from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -24,7 +38,9 @@ from robot_io.executors.chunk import ChunkRecord, PendingRequest, RunningChunk
 from robot_io.executors.config import ExecutorConfig
 from robot_io.executors.delay import DelayEstimator
 from robot_io.executors.images import match_cameras
-from robot_io.protocol import Actions, Error, ErrorCode, Infer, Limits, Metadata
+from robot_io.executors.link import LinkWatch
+from robot_io.executors.replies import ReplyHandling
+from robot_io.protocol import Actions, Error, Infer, Limits, Metadata
 
 log = logging.getLogger(__name__)
 POLL_MARGIN_NS = 1_000_000  # ZeroMQ polls in whole milliseconds: stop waiting this early so ticks start on time
@@ -40,7 +56,7 @@ class PolicyLink(Protocol):
     def poll(self, timeout_s: float) -> Actions | Error | None: ...
 
 
-class ChunkExecutor:
+class ChunkExecutor(ReplyHandling):
     """Base of the strategies: scheduling, ingestion, switching and bookkeeping shared by every mode."""
 
     mode = ""
@@ -54,14 +70,17 @@ class ChunkExecutor:
             period_s, config.initial_delay, config.delay_window, config.delay_percentile, config.adapt_delay
         )
         self.metadata: Metadata | None = None
-        self.records: list[ChunkRecord] = []
+        self.records: deque[ChunkRecord] = deque(maxlen=config.record_window)  # the most recent (module doc)
+        self.on_record: Callable[[ChunkRecord], None] | None = None  # each record once, when final (module doc)
+        self.last_latency_ms: float | None = None  # the latest final reply's latency (live status)
+        self.link = LinkWatch(config.link_timeout_s)
         self.current: RunningChunk | None = None
         self.pending: PendingRequest | None = None
         self._streaming: PendingRequest | None = None  # the running chunk's request while it still streams
         self._running: ChunkRecord | None = None  # the running chunk's record
         self._next_id = 1
         self._retry_ns = -(2**62)  # no request before this clock time (back-off after errors)
-        self.waiting = True  # the last tick returned None by design (first chunk, sync), not a missed deadline
+        self.waiting = True  # the last tick returned None by design (first chunk, sync; link healthy)
         self._warned: set[str] = set()
         self._max_side = getattr(client, "limits", Limits()).max_image_side  # larger camera frames are downscaled
         # robot wiring, set by the runner at setup: policy camera -> robot camera (None: identical names), and the
@@ -69,7 +88,7 @@ class ChunkExecutor:
         self.camera_map: dict[str, str | None] | None = None
         self.state_index: np.ndarray | None = None
         self.counts = dict(requests=0, chunks=0, wait_steps=0, starved_steps=0, stale=0, errors=0, dropped=0,
-                           timeouts=0, too_late=0, deferred=0, link_errors=0)  # fmt: skip
+                           timeouts=0, too_late=0, deferred=0, link_errors=0, link_lost_steps=0)  # fmt: skip
 
     # ------------------------------------------------------------------ setup
     def start(self, metadata: Metadata | None = None) -> Metadata:
@@ -80,12 +99,27 @@ class ChunkExecutor:
 
     def reset(self) -> None:
         """Forget chunks in flight and in execution (a new episode); the next request is a first request."""
+        self._drop_all("reset", "done")
+
+    def finish(self) -> None:
+        """The run is over: hand the records still open (pending, running) to on_record as they stand."""
+        for record in (None if self.pending is None else self.pending.record, self._running):
+            if record is not None:
+                self._retire(record)
+        self.pending = self._streaming = self._running = None
+
+    def _drop_all(self, why: str, running_status: str) -> None:
         for req in (self.pending, self._streaming):  # their remaining replies will arrive as stale
             if req is not None:
-                self._close(req, "reset")
+                self._close(req, why)
         if self._running is not None:
-            self._running.status = "done"
+            self._running.status = running_status
+            self._retire(self._running)
         self.current = self._running = None
+
+    def _retire(self, record: ChunkRecord) -> None:
+        if self.on_record is not None:
+            self.on_record(record)
 
     @property
     def horizon(self) -> int:
@@ -102,6 +136,9 @@ class ChunkExecutor:
         now = self.clock.now_ns() if now_ns is None else now_ns
         self._drain()
         self._expire(now)
+        if self.link.update(now):
+            self._link_lost(now)
+        self.counts["link_lost_steps"] += self.link.lost
         self._activate(step)
         if self.pending is None and observation is not None and now >= self._retry_ns and self._due(step):
             self._launch(step, observation, now)
@@ -179,110 +216,15 @@ class ChunkExecutor:
         req = PendingRequest(record, now, np.zeros((h, j), np.float32), np.zeros(h, bool), plan["align"])
         self.records.append(record)
         self.counts["requests"] += 1
+        self.link.requested(now)
         try:
             self.client.submit(infer)
         except RobotIOError as exc:  # refused before sending, or the link is down
             record.status = "error"
+            self._retire(record)
             self._link_failed(exc)
             return
         self.pending = req
-
-    def _drain(self) -> None:
-        for _ in range(1000):  # bounded: a flood of messages cannot stall the tick forever
-            message = self._poll(0.0)
-            if message is None:
-                return
-            self._handle(message, self.clock.now_ns())
-
-    def _poll(self, timeout_s: float) -> Actions | Error | None:
-        try:
-            return self.client.poll(timeout_s)
-        except RobotIOError as exc:  # the link gave up (timeout, reset): requests in flight are lost
-            self._link_failed(exc)
-            return None
-
-    def _link_failed(self, exc: Exception) -> None:
-        self.counts["link_errors"] += 1
-        self._warn_once("link", f"policy link failed: {exc}")
-        for req in (self.pending, self._streaming):
-            if req is not None:
-                self._close(req, "error")
-        self._back_off()
-
-    def _back_off(self) -> None:
-        self._retry_ns = self.clock.now_ns() + round(self.config.retry_after_s * 1e9)
-
-    def _handle(self, message: Actions | Error | object, arrival_ns: int) -> None:
-        open_requests = {r.chunk_id: r for r in (self.pending, self._streaming) if r is not None}
-        if isinstance(message, Error):
-            self._on_error(message, open_requests)
-            return
-        if not isinstance(message, Actions) or message.request_id not in open_requests:
-            self.counts["stale"] += 1
-            return
-        req = open_requests[message.request_id]
-        actions = np.asarray(message.actions, np.float32)
-        h, j = req.actions.shape
-        if actions.ndim != 2 or actions.shape[1] != j or not 0 <= message.start <= message.start + len(actions) <= h:
-            self._warn_once("shape", f"reply {message.request_id}: actions {actions.shape} at {message.start} "
-                            f"do not fit the chunk [{h}, {j}]; request abandoned")  # fmt: skip
-            self._close(req, "error")
-            self.counts["errors"] += 1
-            return
-        req.actions[message.start : message.start + len(actions)] = actions
-        req.final[message.start : message.start + len(actions)] = True
-        rec, age_ms = req.record, (arrival_ns - req.request_ns) / 1e6
-        req.complete = req.complete or bool(message.final)
-        if rec.ready_ms is None and self._ready(req):
-            rec.ready_ms = age_ms
-            if self._measures_ready():
-                self.delay.add(age_ms / 1e3)
-        if message.final:
-            rec.latency_ms = age_ms
-            rec.reply_step = rec.request_step + math.ceil(age_ms / 1e3 / self.period_s - 1e-9)
-            rec.timing_ms = dict(message.timing_ms)
-            rec.server_ms = message.timing_ms.get("total_ms")
-            if not self._measures_ready():
-                self.delay.add(age_ms / 1e3)
-            if req is self._streaming:
-                self._streaming = None
-
-    def _ready(self, req: PendingRequest) -> bool:
-        """Whether the action needed at the planned switch is final (this chunk's time to first action)."""
-        return self._usable(req, req.record.planned_index)
-
-    def _measures_ready(self) -> bool:
-        """True: the delay estimate uses time-to-first-needed-action (faster), else the full latency."""
-        return False
-
-    def _on_error(self, error: Error, open_requests: dict[int, PendingRequest]) -> None:
-        req = open_requests.get(error.request_id) if error.request_id is not None else self.pending
-        if req is None:
-            self.counts["stale"] += 1
-            return
-        dropped = error.code == ErrorCode.DROPPED
-        self.counts["dropped" if dropped else "errors"] += 1
-        self._warn_once(f"error:{error.code}", f"request {req.chunk_id}: server error {error.code}: {error.message}")
-        self._close(req, "dropped" if dropped else "error")
-        if not dropped:  # a failing server: do not ask again at the control rate
-            self._back_off()
-
-    def _close(self, req: PendingRequest, status: str) -> None:
-        if req is self.pending:
-            self.pending = None
-            req.record.status = status
-        elif req is self._streaming:  # the running chunk keeps what arrived; missing indices starve
-            self._streaming = None
-            req.record.stream_cut = status
-
-    def _expire(self, now: int) -> None:
-        req = self.pending
-        if req is not None and now - req.request_ns > self.config.request_timeout_s * 1e9:
-            self.counts["timeouts"] += 1
-            self._warn_once("timeout", f"request {req.chunk_id}: no reply in {self.config.request_timeout_s} s")
-            self._close(req, "timeout")
-        if self._streaming is not None and now - self._streaming.request_ns > self.config.request_timeout_s * 1e9:
-            self._close(self._streaming, "timeout")
 
     def _activate(self, step: int) -> None:
         req, q = self.pending, self.config.quantization
@@ -295,10 +237,11 @@ class ChunkExecutor:
             return
         if not self._usable(req, index):
             return
-        if self._running is not None:
-            self._running.status = "done"
         if self._streaming is not None:  # replaced while still streaming: its remaining replies will be stale
             self._close(self._streaming, "replaced")
+        if self._running is not None:
+            self._running.status = "done"
+            self._retire(self._running)
         rec = req.record
         rec.switch_step, rec.switch_index, rec.status = step, index, "running"
         delta = self.config.action_kind == "delta"
@@ -309,11 +252,10 @@ class ChunkExecutor:
 
     def _command(self, step: int) -> np.ndarray | None:
         cur = self.current
-        self.waiting = cur is None or (
-            self.config.mode == "sync" and step >= cur.start_step + self.config.execution_horizon
-        )
-        if self.waiting:
-            self.counts["wait_steps"] += 1
+        idle = cur is None or (self.config.mode == "sync" and step >= cur.start_step + self.config.execution_horizon)
+        self.waiting = idle and not self.link.lost  # waiting on a lost link is not by design
+        if idle:
+            self.counts["wait_steps"] += self.waiting
             return None
         action = cur.command(step)
         if action is None:

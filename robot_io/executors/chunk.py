@@ -85,10 +85,11 @@ class ChunkRecord:
     server_ms: float | None = None  # timing_ms["total_ms"] reported by the server
     switch_step: int | None = None  # step at which it took over (None: never ran)
     switch_index: int | None = None  # chunk index run at switch_step
-    status: str = "pending"  # pending, running, done, dropped, error, timeout, too_late, reset
+    # pending, running, done, dropped, error, timeout, too_late, reset, link_lost (on_link_loss "hold" stopped it)
+    status: str = "pending"
     # a chunk that took over on streamed actions and then stopped receiving before its final message: why
     # (dropped: the server cancelled it for the next request; error; timeout; reset: a new episode began;
-    # replaced: the next chunk took over first). Its missing actions starve. None otherwise
+    # replaced: the next chunk took over first; link_lost). Its missing actions starve. None otherwise
     stream_cut: str | None = None
     timing_ms: dict[str, float] = field(default_factory=dict)  # the server's breakdown
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from robot_io.errors import ShapeError
+
 EXECUTION_MODES = ("sync", "naive", "vlash", "rtc", "faster")
 ACTION_KINDS = ("absolute", "delta")
+# what the executor does once the link counts as lost (no reply for link_timeout_s while one is owed):
+# "finish-chunk" keeps executing the running chunk until it runs out (right when the server is only slow),
+# "hold" stops it at once, so the watchdog holds within one period (robots that must not move unsupervised)
+LINK_LOSS_POLICIES = ("finish-chunk", "hold")
 
 
 @dataclass(frozen=True)
@@ -25,13 +31,20 @@ class ExecutorConfig:
     retry_after_s: float = 0.5  # after a server error or a link failure, wait this long before requesting again
     prompt: str = ""  # task instruction; empty: the observation's "prompt" (simulated tasks), else ""
     seed: int | None = None  # base noise seed sent with requests (request i uses seed + i); None: server's
+    link_timeout_s: float = 2.0  # a reply owed this long without any message from the server: the link is lost
+    on_link_loss: str = "finish-chunk"  # one of LINK_LOSS_POLICIES
+    record_window: int = 1000  # chunk records kept in `records` (the most recent); every one goes to on_record
 
     def __post_init__(self) -> None:
         if self.mode not in EXECUTION_MODES:
             raise ValueError(f"ExecutorConfig.mode must be one of {EXECUTION_MODES}, got {self.mode!r}")
         if self.action_kind not in ACTION_KINDS:
             raise ValueError(f"ExecutorConfig.action_kind must be one of {ACTION_KINDS}, got {self.action_kind!r}")
-        for name in ("execution_horizon", "quantization", "delay_window"):
+        if self.on_link_loss not in LINK_LOSS_POLICIES:
+            raise ValueError(
+                f"ExecutorConfig.on_link_loss must be one of {LINK_LOSS_POLICIES}, got {self.on_link_loss!r}"
+            )
+        for name in ("execution_horizon", "quantization", "delay_window", "record_window"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"ExecutorConfig.{name} must be an int >= 1, got {value!r}")
@@ -47,7 +60,7 @@ class ExecutorConfig:
             )
         if not 0.0 < self.delay_percentile <= 100.0:
             raise ValueError(f"ExecutorConfig.delay_percentile must be in (0, 100], got {self.delay_percentile}")
-        for name in ("request_timeout_s", "retry_after_s"):
+        for name in ("request_timeout_s", "retry_after_s", "link_timeout_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"ExecutorConfig.{name} must be > 0, got {value}")
@@ -58,10 +71,11 @@ class ExecutorConfig:
         return fit if self.mode == "sync" else min(self.execution_horizon, fit)
 
     def check_chunk_length(self, chunk_length: int) -> None:
-        """Raise ValueError when (s + 1) * q indices (the least any mode needs) exceed the chunk."""
+        """Raise ShapeError (a ValueError) when (s + 1) * q indices (the least any mode needs) exceed the chunk: found
+        at the handshake, so typed like the other robot/policy mismatches (one line from `vlash run`)."""
         need = (self.execution_horizon + 1) * self.quantization
         if need > chunk_length:
-            raise ValueError(
+            raise ShapeError(
                 f"(s + 1) * q = ({self.execution_horizon} + 1) * {self.quantization} = {need} chunk indices needed, "
                 f"the policy's chunk has {chunk_length}; lower --horizon or --quantize"
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 from robot_io.robots.base import action_vector
 from robot_io.specs import ArraySpec
 
+RECENT_EPISODES = 1000  # outcomes kept in SimRobot.episodes (each holds its events)
 SIM_CAMERA = "base_0_rgb"  # pi0.5's name for the base (third-person) view: the top-down camera is one
 
 
@@ -27,7 +29,8 @@ class EpisodeOutcome:
 class SimRobot:
     """A simulated task (reach, track, whack, intercept): each `send_action` is one env.step.
 
-    Episodes restart automatically (seed, seed + 1, ...); outcomes are kept in `episodes`. The env is
+    Episodes restart automatically (seed, seed + 1, ...); `episode_count` and `successes` count them all, and
+    `episodes` keeps the outcomes of the last RECENT_EPISODES (a long run's memory stays bounded). The env is
     exposed as `env` (a privileged scripted expert can plan from it, see robot_io.testing)."""
 
     holds_position = True  # stepped by send_action: nothing moves while no command arrives
@@ -43,7 +46,9 @@ class SimRobot:
         self.task, self.seed, self.image_size, self.camera = task, int(seed), int(image_size), camera
         self.env_options = dict(env_options or {})  # more make_env arguments (arm, planner, task_config)
         self.env: Any = None
-        self.episodes: list[EpisodeOutcome] = []
+        self.episodes: deque[EpisodeOutcome] = deque(maxlen=RECENT_EPISODES)
+        self.episode_count = 0  # finished episodes, all of them
+        self.successes = 0  # successful ones
         self._obs: dict | None = None
         self._episode_seed = self.seed
         self._events: list[dict] = []
@@ -117,17 +122,13 @@ class SimRobot:
         self._obs, _, terminated, truncated, info = env.step(sent)
         self._events.extend(info["events"])
         if terminated or truncated:
-            self.episodes.append(
-                EpisodeOutcome(self._episode_seed, bool(info["success"]), env.step_index, self._events)
-            )
+            success = bool(info["success"])
+            self.episodes.append(EpisodeOutcome(self._episode_seed, success, env.step_index, self._events))
+            self.episode_count += 1
+            self.successes += success
             self._episode_seed += 1
             self._reset()
         return {"action": sent}
-
-    # ------------------------------------------------------------------ summary
-    @property
-    def successes(self) -> int:
-        return sum(e.success for e in self.episodes)
 
     def _reset(self) -> None:
         self._obs, info = self.env.reset(seed=self._episode_seed)

@@ -6,6 +6,7 @@ import pytest
 
 from tests.server.conftest import write_policy
 from vlash.cli.main import main
+from vlash.demo.session import DemoConfig
 
 
 def test_demo_compares_modes_side_by_side_and_writes_the_plot(tmp_path, capsys):
@@ -32,8 +33,19 @@ def test_missing_shipped_policy_is_a_clean_error_with_a_way_forward(capsys):
 
 @pytest.mark.parametrize(
     ("argv", "match"),
-    [(["--modes", "sync,warp"], "warp"), (["--random-weights"], "needs --policy"), (["--duration", "0"], "duration")],
+    [
+        (["--modes", "sync,warp"], "warp"),
+        (["--random-weights"], "needs --policy"),
+        (["--duration", "0"], "duration"),
+        (["--duration", "inf"], "DemoConfig.duration_s must be > 0, got inf"),
+        (["--horizon", "0"], "execution_horizon must be an int >= 1, got 0"),
+    ],
 )
 def test_bad_arguments_name_the_problem(argv, match, capsys, tmp_path):
     assert main(["demo", "--checkpoint", str(tmp_path), *argv]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_the_demo_keeps_every_tick_and_chunk_of_its_runs_for_the_plot():
+    config = DemoConfig(duration_s=20.0, rate_hz=30.0).run_config("faster")
+    assert config.trace_ticks > 600 and config.executor.record_window > 600  # 600 ticks, at most one chunk each

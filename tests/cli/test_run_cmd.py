@@ -4,10 +4,14 @@ setup errors; the plain-text status and summary (no rich)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import json
+import re
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -166,3 +170,94 @@ def test_summary_is_aligned_plain_text():
     assert len({len(line) for line in lines[1:]}) == 1  # values right-aligned in one column
     rows = {" ".join(line.split()[:-1]): line.split()[-1] for line in lines[1:]}
     assert rows["duration s"] == "12.3" and rows["ttfa p50 ms"] == "-" and rows["missed deadlines"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--server", "localhost:5555"], "--server 'localhost:5555' is not an endpoint: give tcp://HOST:PORT or "
+         "ipc:///PATH, e.g. tcp://localhost:5555"),
+        (["--server", "tcp://localhost"], "--server 'tcp://localhost': give tcp://HOST:PORT (a port from 1 to 65535)"),
+        (["--timeout", "0"], "--timeout must be a positive number, got 0.0"),
+        (["--fps", "-30"], "--fps must be a positive number, got -30.0"),
+        (["--duration", "nan"], "--duration must be a positive number, got nan"),
+        (["--duration", "0.01"], "--duration 0.01 s is shorter than one control period at --fps 30"),
+        (["--max-step", "0"], "--max-step must be a positive number, got 0.0"),
+        (["--link-timeout", "inf"], "--link-timeout must be a positive number, got inf"),
+        (["--horizon", "0"], "--horizon must be at least 1, got 0"),
+        (["--delay", "11"], "--delay 11 exceeds --horizon 10"),
+        (["--max-hold-share", "1.5"], "--max-hold-share must be between 0 and 1, got 1.5"),
+        (["--server-key", "/no/such.key", "--client-key", "/no/such.key_secret"], "--server-key '/no/such.key': no "
+         "such file"),
+    ],
+)  # fmt: skip
+def test_every_argument_is_checked_before_connecting_with_one_line(capsys, argv, match):
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
+        rc = main(["run", "--server", server.endpoint, "--robot", "sim:reach", "--duration", "1", *argv])
+        assert server.handshakes == 0  # nothing connected
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and err.startswith(f"vlash run: error: {match}"), err
+
+
+def test_a_run_in_which_no_chunk_ever_ran_exits_1_with_the_reason_after_the_summary(fake_lerobot):
+    release = threading.Event()
+
+    def never_in_time(infer):  # the server takes the request and answers after the run (a loaded CPU server)
+        release.wait(10.0)
+        return hold_planner(20)(infer)
+
+    out = io.StringIO()
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", never_in_time, so101_metadata()) as server:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            rc = main(run_argv(server.endpoint, *SO101_MAP))
+        release.set()
+    lines = out.getvalue().splitlines()
+    assert rc == 1 and server.handshakes == 1
+    summary = lines.index("vlash run: vlash at 30 Hz")
+    assert summary < len(lines) - 1 and any(line.split() == ["chunks", "0"] for line in lines[summary:])
+    # every tick held (a loaded machine may skip a deadline or two: not a fixed count)
+    assert re.fullmatch(r"vlash run: the robot did not get usable chunks: no chunk ran in (\d+) ticks \(\1 watchdog .*",
+                        lines[-1]), lines[-1]  # fmt: skip
+
+
+def test_trace_and_json_get_every_tick_and_chunk_written_as_the_run_goes(fake_lerobot, tmp_path, capsys):
+    trace, report = tmp_path / "run" / "trace.jsonl", tmp_path / "run" / "report.json"
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
+        assert main(run_argv(server.endpoint, *SO101_MAP, "--trace", str(trace), "--json", str(report))) == 0
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
+    ticks = [r for r in rows if r["kind"] == "tick"]
+    chunks = [r for r in rows if r["kind"] == "chunk"]
+    summary = rows[-1]
+    assert summary["kind"] == "summary" and len(ticks) == summary["ticks"] >= 20  # 30 unless deadlines were skipped
+    steps = [t["step"] for t in ticks]
+    assert steps == sorted(set(steps)) and len(ticks[0]["state"]) == len(ticks[0]["command"]) == 6
+    assert sorted(c["chunk_id"] for c in chunks) == list(range(1, summary["requests"] + 1))
+    document = json.loads(report.read_text())
+    assert document["summary"] == {k: v for k, v in summary.items() if k != "kind"}
+    assert sorted(c["chunk_id"] for c in document["chunks"]) == [
+        c["chunk_id"] for c in sorted(chunks, key=lambda c: c["chunk_id"])
+    ]
+    out = capsys.readouterr().out
+    assert f"wrote {report}" in out and f"wrote {trace}" in out
+
+
+def test_a_horizon_longer_than_the_policy_s_chunk_is_refused_in_one_line_at_the_handshake(fake_lerobot, capsys):
+    from lerobot.robots.so_follower import INSTANCES
+
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
+        assert main(run_argv(server.endpoint, *SO101_MAP, "--horizon", "25", "--delay", "3")) == 2
+        assert server.served == 0
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1
+        and "(s + 1) * q = (25 + 1) * 1 = 26 chunk indices needed, the policy's chunk has 20" in err
+    )
+    assert not INSTANCES[-1].sent and not INSTANCES[-1].is_connected
+
+
+def test_help_says_how_long_the_robot_moves_without_a_server(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "until it runs out (up to a whole chunk" in text and "--link-timeout plus one period" in text
+    assert "--on-link-loss {finish-chunk,hold}" in text and "--max-hold-share F" in text

@@ -240,7 +240,7 @@ def test_a_silent_server_times_out_and_the_executor_asks_again():
     h.client.replying = False
     h.run(12)
     assert h.executor.counts["timeouts"] >= 1
-    assert [r.request_step for r in h.executor.records[:2]] == [0, 6]  # 0.5 s timeout -> re-sent at step 6
+    assert [r.request_step for r in list(h.executor.records)[:2]] == [0, 6]  # 0.5 s timeout -> re-sent at step 6
     assert all(a is None for a in h.actions.values())
 
 

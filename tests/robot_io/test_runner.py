@@ -46,6 +46,12 @@ def test_vlash_runs_simulated_episodes_with_the_expert_and_logs_every_tick():
     assert set(np.unique(result.chunk_ids[result.chunk_ids >= 0])) == ran
     assert not result.held[result.chunk_ids >= 0].any()
     assert s.watchdog_holds == s.waiting_steps == result.held.sum()  # only the by-design waits
+    assert s.unexpected_holds == s.link_losses == 0 and s.unusable_reason() is None
+    resets = np.flatnonzero(result.resets).tolist()  # each new episode's first tick (one env step per tick)
+    assert (
+        len(resets) >= s.episodes - 1
+        and resets == np.cumsum([e.steps for e in result.episodes])[: len(resets)].tolist()
+    )
 
 
 @pytest.mark.sim  # the simulated arm (gymnasium, OpenCV)
@@ -81,7 +87,7 @@ def test_watchdog_holds_the_last_command_in_the_tick_the_chunk_runs_out():
     runs_out = 4 + 20  # the first chunk's last index runs at step 23; step 24 has nothing valid
     assert not result.held[4:runs_out].any() and result.held[runs_out:].all()
     assert np.allclose(result.commands[runs_out:], result.commands[runs_out - 1])  # hold the last command
-    assert result.summary.missed_deadlines == len(result.steps) - runs_out
+    assert result.summary.missed_deadlines == len(result.steps) - runs_out == result.summary.unexpected_holds
     assert result.summary.too_late >= 1 and result.summary.requests >= 3  # it gives up on each and asks again
 
 

@@ -4,32 +4,55 @@ robot computer, where only numpy, pyzmq, msgpack and pyyaml are installed).
 
     vlash run --server tcp://gpu-box:5555 --robot lerobot:so101_follower --robot-config configs/robots/so101.yaml \\
         --camera base_0_rgb=front --camera left_wrist_0_rgb=wrist --camera right_wrist_0_rgb=none
+
+Every argument is checked before anything connects (one line, rc 2). The exit status says whether the robot was
+driven: rc 1, with the reason on stderr after the summary, when no chunk ever ran or the watchdog held more than
+--max-hold-share of the ticks besides the waits by design. Memory stays bounded however long the run; --trace
+streams every tick and chunk to a file.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TextIO
 
 from robot_io.client import PolicyClient
-from robot_io.errors import RobotIOError
+from robot_io.endpoints import check_endpoint
+from robot_io.errors import EndpointError, RobotIOError
 from robot_io.executors import EXECUTION_MODES, ExecutorConfig
+from robot_io.executors.config import LINK_LOSS_POLICIES
 from robot_io.executors.images import parse_camera_map
 from robot_io.protocol.curve import CurveClientKeys
 from robot_io.robots import make_robot
+from robot_io.run_summary import MAX_HOLD_SHARE
+from robot_io.run_trace import JsonLinesTrace, JsonReport
 from robot_io.runner import RunConfig, RunSummary, run_robot
 from vlash.errors import ConfigError
 
 PROGRESS_EVERY_S = 5.0  # a plain progress line this often when stdout is not a terminal
+RECENT_CHUNKS = 20  # chunk records the executor keeps in memory; --json / --trace get every one as it is final
+DESCRIPTION = """Drive a robot (or the simulator) with chunks from a vlash policy server.
+
+When the server stops answering: the client gives up on a request after --timeout, the executor re-sends it
+after 2 s and keeps asking without blocking the control loop; the link counts as lost after --link-timeout
+without any reply while one is owed. With --on-link-loss finish-chunk (the default) the robot keeps executing
+the chunk it is running until it runs out (up to a whole chunk, e.g. 49 ticks of a 50-action chunk) and then
+the watchdog holds: right when a healthy server is only slow. With --on-link-loss hold the chunk stops at the
+tick the link counts as lost and the watchdog holds from then on: the robot moves without a server for at
+most --link-timeout plus one period after the first unanswered request; when replies return, it starts afresh
+with a first (sync) chunk."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a robot (or the simulator) under a remote policy server")
-    p.add_argument("--server", required=True, help="policy server endpoint, e.g. tcp://127.0.0.1:5555")
+    p = sub.add_parser("run", help="run a robot (or the simulator) under a remote policy server",
+                       description=DESCRIPTION)  # fmt: skip
+    p.add_argument("--server", required=True, help="policy server endpoint: tcp://HOST:PORT (e.g. "
+                   "tcp://127.0.0.1:5555) or ipc:///PATH")  # fmt: skip
     p.add_argument(
         "--robot",
         default="sim:reach",
@@ -59,10 +82,54 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", default="", help="task instruction (default: the simulated task's)")
     p.add_argument("--max-step", type=float, default=None, help="largest joint change per tick (robot units)")
     p.add_argument("--on-missing", choices=("hold", "stop"), default="hold", help="watchdog fallback")
-    p.add_argument("--timeout", type=float, default=5.0, help="handshake / reply timeout [s]")
+    p.add_argument("--timeout", type=float, default=5.0, help="handshake / reply timeout [s]: the client drops "
+                   "the connection and reconnects after this long without a reply")  # fmt: skip
+    p.add_argument("--link-timeout", type=float, default=ExecutorConfig.link_timeout_s, metavar="S", help="the "
+                   "link counts as lost after S seconds without any reply while one is owed (keep S above the "
+                   "server's slowest reply)")  # fmt: skip
+    p.add_argument("--on-link-loss", choices=LINK_LOSS_POLICIES, default=ExecutorConfig.on_link_loss, help="once "
+                   "the link is lost: finish the running chunk, then hold, or hold at once")  # fmt: skip
+    p.add_argument("--max-hold-share", type=float, default=MAX_HOLD_SHARE, metavar="F", help="exit with status 1 "
+                   "when the watchdog held more than this share of the ticks besides the waits by design (the first "
+                   "chunk, sync), or when no chunk ran")  # fmt: skip
     p.add_argument("--server-key", type=Path, default=None, help="CurveZMQ: the server's public key file")
     p.add_argument("--client-key", type=Path, default=None, help="CurveZMQ: this client's secret key file")
-    p.add_argument("--json", type=Path, default=None, help="write the summary and chunk records here")
+    p.add_argument("--json", type=Path, default=None, help="write the summary and every chunk record here (one "
+                   "JSON document, the records written as the run goes)")  # fmt: skip
+    p.add_argument("--trace", type=Path, default=None, help="write every tick and every chunk record here as the "
+                   "run goes (JSON Lines: kind tick / chunk, then the summary)")  # fmt: skip
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every argument, before anything connects: ConfigError naming the flag and the value."""
+    try:
+        check_endpoint(args.server)
+    except EndpointError as exc:
+        raise ConfigError(f"--server {exc}") from None
+    positive = {"--fps": args.fps, "--duration": args.duration, "--timeout": args.timeout,
+                "--link-timeout": args.link_timeout, "--max-step": args.max_step}  # fmt: skip
+    for flag, value in positive.items():
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{flag} must be a positive number, got {value}")
+    if args.duration * args.fps < 0.5:  # the loop runs round(duration * fps) ticks
+        raise ConfigError(f"--duration {args.duration:g} s is shorter than one control period at --fps {args.fps:g}")
+    for flag, value in {"--horizon": args.horizon, "--quantize": args.quantize, "--delay": args.delay}.items():
+        if value < 1:
+            raise ConfigError(f"{flag} must be at least 1, got {value}")
+    if args.mode != "sync" and args.delay > args.horizon:
+        raise ConfigError(f"--delay {args.delay} exceeds --horizon {args.horizon}: the next chunk would arrive "
+                          "after the running one ran out")  # fmt: skip
+    if not 0 <= args.max_hold_share <= 1:
+        raise ConfigError(f"--max-hold-share must be between 0 and 1, got {args.max_hold_share}")
+    if (args.server_key is None) != (args.client_key is None):
+        raise ConfigError("CurveZMQ needs both --server-key (server public) and --client-key (client secret)")
+    files = {"--server-key": args.server_key, "--client-key": args.client_key, "--robot-config": args.robot_config}
+    for flag, path in files.items():
+        if path is not None and not path.is_file():
+            raise ConfigError(f"{flag} {str(path)!r}: no such file")
+    for flag, path in {"--json": args.json, "--trace": args.trace}.items():
+        if path is not None and path.is_dir():
+            raise ConfigError(f"{flag} {str(path)!r} is a directory; give a file name")
 
 
 def build_config(args: argparse.Namespace) -> RunConfig:
@@ -74,6 +141,9 @@ def build_config(args: argparse.Namespace) -> RunConfig:
             initial_delay=args.delay,
             adapt_delay=not args.fixed_delay,
             prompt=args.prompt,
+            link_timeout_s=args.link_timeout,
+            on_link_loss=args.on_link_loss,
+            record_window=RECENT_CHUNKS,
         )
         return RunConfig(
             executor,
@@ -82,6 +152,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
             on_missing=args.on_missing,
             max_step=args.max_step,
             camera_map=parse_camera_map(args.camera),
+            trace_ticks=0,  # nothing per tick is kept in memory: --trace streams it to a file
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -141,30 +212,45 @@ def _curve(args: argparse.Namespace) -> CurveClientKeys | None:
         raise ConfigError("CurveZMQ needs both --server-key (server public) and --client-key (client secret)")
     if args.server_key is None:
         return None
-    return CurveClientKeys.from_files(args.client_key, args.server_key)
+    try:
+        return CurveClientKeys.from_files(args.client_key, args.server_key)
+    except (OSError, ValueError) as exc:  # not a key file, or the public one where the secret one is needed
+        raise ConfigError(f"CurveZMQ keys: {exc}") from None
+
+
+def _open_traces(args: argparse.Namespace, stack: ExitStack) -> list:
+    traces = []
+    for flag, path, kind in (("--json", args.json, JsonReport), ("--trace", args.trace, JsonLinesTrace)):
+        if path is not None:
+            try:
+                traces.append(stack.enter_context(kind(path)))
+            except OSError as exc:
+                raise ConfigError(f"{flag} {str(path)!r}: {exc.strerror or exc}") from None
+    return traces
 
 
 def run(args: argparse.Namespace) -> int:
+    check_args(args)
     config = build_config(args)
+    curve = _curve(args)
     try:
         robot = make_robot(args.robot, args.robot_config)
     except (RobotIOError, ValueError) as exc:  # unknown spec or type, bad config file, LeRobot not installed
         raise ConfigError(str(exc)) from None
-    client = PolicyClient(
-        args.server, timeout_s=args.timeout, client_name=f"vlash-run:{args.robot}", curve=_curve(args)
-    )
-    printer = StatusPrinter()
-    try:
-        result = run_robot(robot, client, config, status=printer)
-    except RobotIOError as exc:  # no server, protocol mismatch, robot/policy mismatch, camera trouble at setup
-        raise ConfigError(f"{type(exc).__name__}: {exc}") from None
-    finally:
-        printer.close()
-        client.close()
+    with ExitStack() as stack:
+        traces = _open_traces(args, stack)
+        client = stack.enter_context(PolicyClient(args.server, args.timeout, f"vlash-run:{args.robot}", curve))
+        printer = StatusPrinter()
+        try:
+            result = run_robot(robot, client, config, status=printer, traces=traces)
+        except RobotIOError as exc:  # no server, protocol mismatch, robot/policy mismatch, camera trouble at setup
+            raise ConfigError(f"{type(exc).__name__}: {exc}") from None
+        finally:
+            printer.close()
     print(summary_text(result.summary))
-    if args.json:
-        records = [vars(r) for r in result.records]
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"summary": result.summary.as_dict(), "chunks": records}, indent=1))
-        print(f"wrote {args.json}")
+    for trace in traces:
+        print(f"wrote {trace.path}" if trace.error is None else f"{trace.path} is incomplete: {trace.error}")
+    if (reason := result.summary.unusable_reason(args.max_hold_share)) is not None:
+        print(f"vlash run: the robot did not get usable chunks: {reason}", file=sys.stderr)
+        return 1
     return 0

@@ -1,5 +1,7 @@
-"""The demo figure: per mode (columns), each joint's commanded vs measured trajectory with chunk boundaries,
-and each chunk's latency (request -> final chunk) and time to the first needed action."""
+"""The demo figure: one column per mode, titled with its mode and delay; each joint's commanded vs measured
+trajectory with chunk boundaries, watchdog holds and episode resets (the lines break there: a new episode starts
+elsewhere, it is not a jump of the arm); and each chunk's latency (request -> final chunk) and time to the first
+needed action. One legend for the whole figure, below the axes, so it never covers data."""
 
 from __future__ import annotations
 
@@ -10,6 +12,9 @@ import numpy as np
 
 from robot_io.runner import RunResult
 
+RESET_STYLE = dict(color="C2", lw=0.9, ls="--", alpha=0.8, zorder=1)
+BOUNDARY_STYLE = dict(color="0.75", lw=0.5, zorder=0)
+
 
 def _step_time(result: RunResult, step: int) -> float:
     """Seconds since the start of control step `step` (its tick time when it ran, else step / rate)."""
@@ -19,14 +24,32 @@ def _step_time(result: RunResult, step: int) -> float:
     return step / result.summary.rate_hz
 
 
+def broken_at(values: np.ndarray, breaks: np.ndarray) -> np.ndarray:
+    """`values` (float) with NaN inserted before each index in `breaks`: matplotlib draws no segment across it."""
+    return np.insert(np.asarray(values, np.float64), breaks, np.nan, axis=0)
+
+
+def column_title(mode: str, result: RunResult) -> str:
+    """The mode and its delay (the online estimate d, in steps and ms, and the measured latency), then outcomes."""
+    s = result.summary
+    latency = "" if s.latency_p50_ms is None else f", latency p50 {s.latency_p50_ms:.0f} ms"
+    return (f"{mode}: d = {s.delay_steps} steps ({s.delay_steps * 1e3 / s.rate_hz:.0f} ms){latency}\n"
+            f"{s.successes}/{s.episodes} episodes, {s.chunks} chunks, {s.missed_deadlines} missed")  # fmt: skip
+
+
 def _joints(ax_column, result: RunResult) -> None:
     switches = [_step_time(result, r.switch_step) for r in result.records if r.switch_step is not None]
+    resets = np.flatnonzero(result.resets)
+    time_s = broken_at(result.time_s, resets)
     held = result.held
     for j, ax in enumerate(ax_column):
-        ax.plot(result.time_s, result.commands[:, j], lw=1.2, label="commanded")
-        ax.plot(result.time_s, result.states[:, j], lw=1.0, ls="--", label="measured")
-        for t in switches:
-            ax.axvline(t, color="0.75", lw=0.5, zorder=0)
+        ax.plot(time_s, broken_at(result.commands[:, j], resets), lw=1.2, label="commanded")
+        ax.plot(time_s, broken_at(result.states[:, j], resets), lw=1.0, ls="--", label="measured")
+        if switches:
+            ax.vlines(switches, 0, 1, transform=ax.get_xaxis_transform(), label="chunk boundary", **BOUNDARY_STYLE)
+        if len(resets):
+            ax.vlines(result.time_s[resets], 0, 1, transform=ax.get_xaxis_transform(), label="episode reset",
+                      **RESET_STYLE)  # fmt: skip
         if held.any():
             ax.plot(result.time_s[held], result.commands[held, j], "r.", ms=2, label="watchdog hold")
         ax.set_ylabel(f"joint {j} [rad]")
@@ -35,18 +58,27 @@ def _joints(ax_column, result: RunResult) -> None:
 def _latency(ax, result: RunResult) -> None:
     records = [r for r in result.records if r.latency_ms is not None]
     t = [_step_time(result, r.request_step) for r in records]
-    ax.plot(t, [r.latency_ms for r in records], "o", ms=3, label="final chunk")
+    ax.plot(t, [r.latency_ms for r in records], "o", ms=3, color="C0", label="chunk latency (final)")
     ready = [(tt, r.ready_ms) for tt, r in zip(t, records, strict=True) if r.ready_ms is not None]
     if ready:
-        ax.plot(*zip(*ready, strict=True), "x", ms=4, label="first needed action")
+        ax.plot(*zip(*ready, strict=True), "x", ms=4, color="C1", label="first needed action")
     s = result.summary
-    ax.axhline(s.delay_steps * 1e3 / s.rate_hz, color="k", lw=0.8, ls=":", label=f"d = {s.delay_steps} steps")
+    ax.axhline(s.delay_steps * 1e3 / s.rate_hz, color="k", lw=0.8, ls=":", label="delay estimate d")
     ax.set_ylabel("latency [ms]")
     ax.set_xlabel("time [s]")
 
 
-def plot_demo(results: Mapping[str, RunResult], path: str | Path, title: str = "") -> Path:
-    """Write the figure to `path` (PNG); one column per mode."""
+def _legend_entries(fig) -> tuple[list, list[str]]:
+    """Each label once, from every axes (columns differ: one may have holds or resets, another none)."""
+    seen: dict[str, object] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    return list(seen.values()), list(seen)
+
+
+def demo_figure(results: Mapping[str, RunResult], title: str = ""):
+    """The matplotlib Figure (module doc); the caller saves and closes it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -55,23 +87,26 @@ def plot_demo(results: Mapping[str, RunResult], path: str | Path, title: str = "
     modes = list(results)
     joints = next(iter(results.values())).commands.shape[1]
     fig, axes = plt.subplots(
-        joints + 1, len(modes), figsize=(5.5 * len(modes), 2.2 * (joints + 1)), sharex="col", sharey="row",
-        squeeze=False,
+        joints + 1, len(modes), figsize=(5.5 * len(modes), 2.2 * (joints + 1) + 1.0), sharex="col", sharey="row",
+        squeeze=False, layout="constrained",
     )  # fmt: skip
     for c, mode in enumerate(modes):
         result = results[mode]
-        s = result.summary
         _joints(axes[:joints, c], result)
         _latency(axes[joints, c], result)
-        axes[0, c].set_title(
-            f"{mode}: {s.successes}/{s.episodes} episodes, {s.chunks} chunks, {s.missed_deadlines} missed",
-            fontsize=10,
-        )
-    axes[0, 0].legend(fontsize=7, loc="upper right")
-    axes[joints, 0].legend(fontsize=7, loc="upper right")
+        axes[0, c].set_title(column_title(mode, result), fontsize=10)
+    handles, labels = _legend_entries(fig)
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 5), fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    return fig
+
+
+def plot_demo(results: Mapping[str, RunResult], path: str | Path, title: str = "") -> Path:
+    """Write the figure to `path` (PNG); one column per mode."""
+    fig = demo_figure(results, title)  # selects the Agg backend before pyplot is imported here
+    import matplotlib.pyplot as plt
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -21,6 +21,7 @@ ROWS = (
     ("missed_deadlines", "missed deadlines"),
     ("waiting_steps", "waiting steps (by design)"),
     ("watchdog_holds", "watchdog holds"),
+    ("unexpected_holds", "of which not by design"),
     ("dropped", "dropped (superseded)"),
     ("errors", "errors"),
     ("timeouts", "timeouts"),

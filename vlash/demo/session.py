@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,18 +26,25 @@ class DemoConfig:
     timeout_s: float = 5.0  # client handshake / reply timeout
 
     def __post_init__(self) -> None:
-        if not self.duration_s > 0:
+        if not (math.isfinite(self.duration_s) and self.duration_s > 0):
             raise ValueError(f"DemoConfig.duration_s must be > 0, got {self.duration_s}")
-        if not self.rate_hz > 0:
+        if not (math.isfinite(self.rate_hz) and self.rate_hz > 0):
             raise ValueError(f"DemoConfig.rate_hz must be > 0, got {self.rate_hz}")
+        self.run_config("vlash")  # the rest is checked where it is defined (ExecutorConfig, RunConfig)
+
+    def run_config(self, mode: str) -> RunConfig:
+        """The run of `mode`, keeping every tick and chunk record in memory: the plot needs all of them."""
+        ticks = math.ceil(self.duration_s * self.rate_hz) + 1
+        executor = ExecutorConfig(mode=mode, execution_horizon=self.execution_horizon,
+                                  initial_delay=self.initial_delay, record_window=ticks)  # fmt: skip
+        return RunConfig(executor, rate_hz=self.rate_hz, duration_s=self.duration_s, trace_ticks=ticks)
 
 
 def run_mode(
     endpoint: str, mode: str, config: DemoConfig, status: Callable[[dict[str, Any]], None] | None = None
 ) -> RunResult:
     """One run of `mode` with a fresh client and a fresh simulated robot named after the policy's camera."""
-    executor = ExecutorConfig(mode=mode, execution_horizon=config.execution_horizon, initial_delay=config.initial_delay)
-    run_config = RunConfig(executor, rate_hz=config.rate_hz, duration_s=config.duration_s)
+    run_config = config.run_config(mode)
     with PolicyClient(endpoint, timeout_s=config.timeout_s, client_name=f"vlash-demo:{mode}") as client:
         cameras = client.connect().cameras
         camera = cameras[0].name if len(cameras) == 1 else "image"
