@@ -20,8 +20,9 @@ from vlash.server.requests import policy_metadata
 from vlash.server.server import PolicyServer
 
 SHIPPED = "pi05-tiny-sim"
-EPISODE_STEPS = 30  # short reach episodes (1 s at 30 Hz) so every mode finishes one quickly
+EPISODE_STEPS = 30  # short reach episodes (30 control steps: 1 s at 30 Hz) so every mode finishes one quickly
 MICRO_STEPS = 4
+SLOW_SERVER_MS = 300.0  # extra latency of `slow_server`'s chunks (70 ms idle: ~370 ms, as at load 5-9)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -45,9 +46,10 @@ def runtime(e2e_policy_dir) -> PolicyRuntime:
     return PolicyRuntime(policy, create_engine("torch", model=policy.model), num_steps=steps)
 
 
-def serve(runtime: PolicyRuntime, bind: str = "tcp://127.0.0.1:0") -> PolicyServer:
-    """A started server whose model thread has run one request (its first, cold one is not timed by a robot)."""
-    config = ServerConfig(bind=bind, warm_up_runs=1)
+def serve(runtime: PolicyRuntime, bind: str = "tcp://127.0.0.1:0", inject_latency_ms: float = 0.0) -> PolicyServer:
+    """A started server whose model thread has run one request (its first, cold one is not timed by a robot).
+    `inject_latency_ms`: each chunk takes that much longer (a machine that many ms slower per chunk)."""
+    config = ServerConfig(bind=bind, warm_up_runs=1, inject_latency_ms=inject_latency_ms)
     server = PolicyServer(runtime, policy_metadata(runtime, "e2e", "torch", "fp32"), config)
     server.start()
     return server
@@ -56,6 +58,14 @@ def serve(runtime: PolicyRuntime, bind: str = "tcp://127.0.0.1:0") -> PolicyServ
 @pytest.fixture
 def server(runtime):
     srv = serve(runtime)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def slow_server(runtime):
+    """A server ~5x slower than idle (what load 5-9 does to this machine): the tests' timing scales with it."""
+    srv = serve(runtime, inject_latency_ms=SLOW_SERVER_MS)
     yield srv
     srv.stop()
 
