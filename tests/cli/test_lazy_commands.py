@@ -14,12 +14,12 @@ from vlash.cli.main import COMMANDS, command_parser
 
 BLOCKED = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
     """
-    from vlash.cli.main import main
+    from vlash.cli.main import COMMANDS, main
     try:
         main(sys.argv[1:])
     except SystemExit as exc:
         assert exc.code == 0, exc.code
-    loaded = sorted(m for m in sys.modules if m.startswith("vlash.cli.") and m != "vlash.cli.main")
+    loaded = sorted(m for m in sys.modules if m in {module for module, _ in COMMANDS.values()})
     print("loaded", loaded)
     """
 )

@@ -55,3 +55,20 @@ def test_head_and_probe_flags_reach_the_config(tmp_path):
     assert planned.plan_labels and planned.moving_share == 0.5
     assert not config.plan_labels and config.moving_share == 0.0
     assert planned.sample_spec(50).moving_share == 0.5
+
+
+def test_policy_takes_a_preset_or_a_policy_to_start_from(tmp_path, capsys):
+    """--policy is resolved as in every command: a preset is the architecture, a vlash policy directory (or a shipped
+    policy) is where training starts (--init-from), with the preset it was built from."""
+    from vlash.cli.main import parse_args
+    from vlash.cli.train_cmd import config_from_args
+    from vlash.policies.shipped import shipped_policy_dir
+
+    base = shipped_policy_dir("pi05-tiny-sim")
+    for value in ("pi05-tiny-sim", str(base)):
+        config = config_from_args(parse_args(["train", "--out", "p", "--policy", value]))
+        assert (config.policy, config.init_from) == ("pi05-tiny-96", str(base))
+    assert main(["train", "--out", "p", "--policy", str(base), "--init-from", str(base)]) == 2
+    assert "drop --init-from" in capsys.readouterr().err
+    assert main(["train", "--out", "p", "--policy", "oracle"]) == 2
+    assert "vlash train takes a preset" in capsys.readouterr().err

@@ -51,6 +51,8 @@ def checkpoint_options(args: argparse.Namespace):
     from vlash.policies.pi05.config import load_preset
     from vlash.policies.policy_dir import CheckpointOptions
 
+    if args.tokenizer is not None and not args.tokenizer.exists():  # found now, not after the weights loaded
+        raise ConfigError(f"--tokenizer {str(args.tokenizer)!r}: no such file or directory")
     return CheckpointOptions(
         tokenizer=args.tokenizer,
         model_config=None if args.model_config is None else load_preset(args.model_config),

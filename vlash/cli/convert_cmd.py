@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 from vlash.cli.checkpoint_args import add_checkpoint_options, checkpoint_options
+from vlash.cli.preflight import check_output_dir, positive_int
 from vlash.errors import ConfigError
+from vlash.progress import clock_text
 
 HELP = "convert a LeRobot or openpi (PyTorch or JAX) checkpoint into a vlash policy directory"
 SOURCES = ("lerobot", "openpi", "openpi-jax")
@@ -30,37 +32,52 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="vlash policy directory to write (replaced atomically)")
     p.add_argument(
         "--action-horizon",
-        type=int,
+        type=positive_int,
         default=None,
         help="openpi-jax: the chunk length the checkpoint was trained with (pi05_droid 15, pi05_libero 10; default 50)",
     )
     add_checkpoint_options(p)
 
 
-def _say(message: str) -> None:
-    print(f"vlash convert: {message}", file=sys.stderr, flush=True)
+def _stages(start: float):
+    """Stage lines on stderr, with the time since `start` (plain lines: they read the same in a log)."""
+
+    def say(message: str) -> None:
+        print(f"vlash convert: {message} ({clock_text(time.perf_counter() - start)})", file=sys.stderr, flush=True)
+
+    return say
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """The source exists and the output can be written without touching it (before anything loads)."""
+    if not args.source.is_dir():
+        raise ConfigError(f"{args.source} is not a directory")
+    source, out = args.source.resolve(), args.out.resolve()
+    if out == source or source in out.parents:
+        raise ConfigError(f"--out {str(args.out)!r} is (inside) the source {str(args.source)!r}; write elsewhere")
+    check_output_dir(args.out, "--out")
+    if args.action_horizon is not None and args.source_kind != "openpi-jax":
+        raise ConfigError("--action-horizon applies to --from openpi-jax (other layouts store their chunk length)")
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.source.is_dir():
-        raise ConfigError(f"{args.source} is not a directory")
-    if args.action_horizon is not None and args.source_kind != "openpi-jax":
-        raise ConfigError("--action-horizon applies to --from openpi-jax (other layouts store their chunk length)")
+    check_paths(args)
     options = checkpoint_options(args)
     start = time.perf_counter()
+    say = _stages(start)
     if args.source_kind == "openpi-jax":
         from vlash.policies.openpi_jax_checkpoint import convert_openpi_jax
 
-        policy = convert_openpi_jax(args.source, args.out, options, args.action_horizon, progress=_say)
+        policy = convert_openpi_jax(args.source, args.out, options, args.action_horizon, progress=say)
     else:
         from vlash.policies.policy_dir import detect_layout, load_policy, save_loaded_policy
 
         layout = detect_layout(args.source)
         if layout != args.source_kind:
             raise ConfigError(f"{args.source} looks like a {layout} directory, not {args.source_kind}")
-        _say(f"loading {args.source}")
+        say(f"loading {args.source}")
         policy = load_policy(args.source, options=options)
-        _say(f"writing {args.out}")
+        say(f"writing {args.out}")
         save_loaded_policy(args.out, policy)
     params = sum(p.numel() for p in policy.model.parameters())
     print(

@@ -10,7 +10,6 @@ modes (sync, vlash, faster) under a slower server, side by side.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from rich.console import Console
@@ -19,6 +18,7 @@ from rich.text import Text
 
 from robot_io.errors import RobotIOError
 from robot_io.executors import EXECUTION_MODES
+from vlash.cli.cpu_threads import server_threads
 from vlash.cli.run_cmd import status_line
 from vlash.demo.plot import plot_demo
 from vlash.demo.report import summary_table
@@ -80,7 +80,7 @@ def serve_args(args: argparse.Namespace) -> list[str]:
                 f"{exc}. Train it (README: vlash train), or try `vlash demo --policy pi05-tiny --random-weights` "
                 "(random weights: the arm moves, without purpose) or --checkpoint DIR"
             ) from None
-    threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
+    threads = server_threads(args.threads)  # the rule vlash serve uses: all cores but one
     extra = ["--steps", str(args.steps)] if args.steps else []
     return [*source, "--device", args.device, "--threads", str(threads), "--inject-latency",
             str(args.inject_latency), *extra]  # fmt: skip

@@ -5,54 +5,65 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
+from vlash.cli.policy_args import add_policy_arguments, policy_source
+from vlash.cli.preflight import check_output_dir, positive_int
 from vlash.errors import ConfigError
+from vlash.policies.policy_source import PolicyKind, PolicySource
+from vlash.progress import progress
 
 HELP = "export a policy to an engine artifact (ONNX Runtime graphs, TensorRT engines)"
+ACCEPTED = {PolicyKind.SHIPPED: "", PolicyKind.DIRECTORY: "vlash layout", PolicyKind.PRESET: "with --random-weights"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help=HELP)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--policy", help="shipped policy name (checkpoints/<name>), or a preset with --random-weights")
-    src.add_argument("--checkpoint", type=Path, help="vlash policy directory")
-    p.add_argument("--random-weights", action="store_true", help="--policy names a preset: random weights")
+    add_policy_arguments(p, "the policy to export", ACCEPTED, checkpoint=True, random_weights=True)
     p.add_argument("--engine", choices=("onnxruntime", "tensorrt"), default="onnxruntime")
     p.add_argument("--precision", default="fp32", help="onnxruntime: fp32 or fp16; tensorrt: what its builder takes")
-    p.add_argument("--batch", type=int, default=1, help="static batch size of the graphs")
+    p.add_argument("--batch", type=positive_int, default=1, help="static batch size of the graphs")
     p.add_argument("--out", type=Path, required=True, help="artifact directory (replaced atomically when complete)")
 
 
-def run(args: argparse.Namespace) -> int:
-    from vlash.engines.export import export_artifact  # torch + onnx: imported only when the command runs
-    from vlash.policies.shipped import shipped_policy_dir
-
-    if args.random_weights and args.policy is None:
-        raise ConfigError("--random-weights needs --policy PRESET (e.g. pi05-tiny), not --checkpoint")
-    if args.random_weights:
-        source = {"preset": args.policy}
+def export_source(args: argparse.Namespace) -> PolicySource:
+    """The policy to export, and every other flag checked (nothing loaded yet)."""
+    source = policy_source(args, "export", ACCEPTED)
+    if source.kind is PolicyKind.DIRECTORY and source.layout != "vlash":
+        raise ConfigError(
+            f"{source.value} is {source.describe()}: `vlash convert --from {source.layout} {source.value} --out DIR` "
+            "first, then export DIR"
+        )
+    if args.engine == "onnxruntime":
+        from vlash.engines.artifact import PRECISIONS
     else:
-        source = {"checkpoint": shipped_policy_dir(args.policy) if args.policy else args.checkpoint}
+        from vlash.engines.tensorrt_build import PRECISIONS
+    if args.precision not in PRECISIONS:
+        raise ConfigError(
+            f"--engine {args.engine} precision must be one of {', '.join(PRECISIONS)}, got {args.precision!r}"
+        )
+    check_output_dir(args.out, "--out")
+    return source
+
+
+def run(args: argparse.Namespace) -> int:
+    source = export_source(args)
+    from vlash.engines.export import export_artifact  # torch + onnx: imported only when the command runs
+
+    where = {"preset": source.value} if source.kind is PolicyKind.PRESET else {"checkpoint": source.path}
     qdq = None
     if args.engine == "tensorrt" and args.precision in ("int8", "fp8"):  # calibrated on simulated frames
         from vlash.quant.onnx_artifact import qdq_writer
 
         qdq = qdq_writer()
-    console = Console(stderr=True)
-    columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("export", total=1.0)
+    with progress("vlash export:", 1.0, counted=False, transient=True) as update:
         manifest = export_artifact(
             args.out,
             engine=args.engine,
             precision=args.precision,
             batch=args.batch,
-            model_id=args.policy or "",
-            progress=lambda fraction, label: bar.update(task, completed=fraction, description=label),
+            model_id=source.name,
+            progress=lambda fraction, label: update(fraction, label),
             qdq_graphs=qdq,
-            **source,
+            **where,
         )
     files = ", ".join(sorted(set(manifest.files.values()) | set(manifest.onnx.values())))
     print(

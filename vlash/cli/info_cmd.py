@@ -1,4 +1,5 @@
-"""`vlash info --policy NAME [--json]`: configuration and parameter counts per component."""
+"""`vlash info --policy PRESET|NAME|DIR [--json]`: configuration and parameter counts per component (a preset's, or
+the config a shipped policy, vlash policy directory or exported artifact stores; no weights are read)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,17 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.policies.checkpoint import UNUSED_KEYS
-from vlash.policies.pi05 import Pi05Model, available_presets, load_preset
+from vlash.policies.pi05 import Pi05Config, Pi05Model
+from vlash.policies.policy_source import PolicyKind
+
+ACCEPTED = {
+    PolicyKind.PRESET: "",
+    PolicyKind.SHIPPED: "its stored config",
+    PolicyKind.DIRECTORY: "vlash layout: its stored config",
+    PolicyKind.ARTIFACT: "its policy's config",
+}
 
 COMPONENTS = {  # label -> parameter-name prefixes
     "vision tower (SigLIP)": ("vision.",),
@@ -24,7 +34,7 @@ COMPONENTS = {  # label -> parameter-name prefixes
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="show a policy's configuration and parameter counts")
-    p.add_argument("--policy", required=True, help=f"preset name or YAML path ({', '.join(available_presets())})")
+    add_policy_arguments(p, "the policy whose configuration to show", ACCEPTED)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -37,14 +47,14 @@ def parameter_counts(model: Pi05Model) -> dict[str, int]:
     return counts
 
 
-def describe_policy(name: str) -> dict:
-    config = load_preset(name)
+def describe_policy(config: Pi05Config, source: str) -> dict:
     with torch.device("meta"):  # no memory, instant even at 3.3B
         model = Pi05Model(config)
     cfg = config
     lm_heads = cfg.vocab_size * (cfg.vlm.width + cfg.expert.width)
     return {
         "policy": cfg.name,
+        "source": source,
         "config": cfg.to_dict(),
         "prefix_tokens": cfg.prefix_len,
         "parameters": parameter_counts(model),
@@ -53,7 +63,9 @@ def describe_policy(name: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    info = describe_policy(args.policy)
+    source = policy_source(args, "info", ACCEPTED)
+    where = source.describe() if source.path is None else f"{source.describe()}: {source.path}"
+    info = describe_policy(source.config(), where)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -64,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         f"H={cfg['action_horizon']}  A={cfg['action_dim']}  prompt={cfg['max_token_len']} tokens  "
         f"prefix={info['prefix_tokens']} tokens  steps={cfg['num_steps']}"
     )
+    console.print(f"  from {info['source']}")
     for part in ("vision", "vlm", "expert"):
         console.print(f"  {part}: " + ", ".join(f"{k}={v}" for k, v in cfg[part].items()))
     table = Table("component", "parameters", "share")

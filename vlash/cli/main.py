@@ -14,6 +14,8 @@ import logging
 import sys
 from types import ModuleType
 
+import vlash
+from vlash.cli.help_format import CommandParser
 from vlash.errors import VlashError
 
 # Top-level modules of the extras, and the extra that brings each: a command that needs a missing one says so.
@@ -44,8 +46,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser: global flags and the command name (a command's own flags are not parsed here)."""
-    parser = argparse.ArgumentParser(prog="vlash", description="Real-time inference for VLA robot policies.")
+    parser = CommandParser(prog="vlash", description="Real-time inference for VLA robot policies.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"vlash {vlash.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)  # --help goes to the command's real parser
@@ -57,8 +60,9 @@ def command_module(name: str) -> ModuleType:
 
 
 def command_parser(name: str) -> argparse.ArgumentParser:
-    """The full parser of one command, built by its module's add_parser (imports that module)."""
-    parser = argparse.ArgumentParser(prog="vlash")
+    """The full parser of one command, built by its module's add_parser (imports that module); its --help shows
+    the defaults (CommandParser)."""
+    parser = CommandParser(prog="vlash")
     command_module(name).add_parser(parser.add_subparsers(dest="command", required=True))
     return parser
 

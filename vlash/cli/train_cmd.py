@@ -6,12 +6,23 @@ import argparse
 import json
 import shlex
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from vlash.cli.policy_args import add_policy_arguments, policy_source
+from vlash.cli.preflight import check_output_dir, check_output_file, positive_int
+from vlash.errors import ConfigError
 from vlash.policies.pi05 import available_presets
+from vlash.policies.policy_source import PolicyKind
 from vlash.train.config import DEFAULT_TASKS, TrainConfig, TrainResult
+
+ACCEPTED = {
+    PolicyKind.PRESET: "the architecture, trained from scratch",
+    PolicyKind.SHIPPED: "fine-tuned: the same as --init-from",
+    PolicyKind.DIRECTORY: "vlash layout, fine-tuned: the same as --init-from",
+}
 
 # Training-only heads and probes (vlash.train.vision_aux / vision_use): TrainConfig field, type, help. Each is the
 # flag --field-with-dashes, defaulting to TrainConfig's value.
@@ -31,7 +42,7 @@ AUX_FLAGS = (
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a policy from scratch on simulated expert demonstrations")
     p.add_argument("--out", required=True, help="policy directory to write (replaced atomically at the end)")
-    p.add_argument("--policy", default="pi05-tiny", help=f"preset or YAML path ({', '.join(available_presets())})")
+    add_policy_arguments(p, f"what to train ({', '.join(available_presets())})", ACCEPTED, default="pi05-tiny")
     p.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="comma-separated robot_io.sim tasks")
     p.add_argument("--episodes", type=int, default=200, help="expert episodes recorded per task")
     p.add_argument("--steps", type=int, default=TrainConfig.steps, help="optimizer steps")
@@ -82,7 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", default=None, help=".npz of episodes: reused when it exists, else recorded there")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-size", type=int, default=96, help="simulator render size in pixels")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--threads", type=positive_int, default=2, help="torch CPU threads")
     p.add_argument(
         "--compile",
         action="store_true",
@@ -97,9 +108,41 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def architecture(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(TrainConfig.policy, init_from): --policy a preset, or a policy directory to start from (its preset)."""
+    source = policy_source(args, "train", ACCEPTED)
+    if source.kind is PolicyKind.PRESET:
+        return args.policy, args.init_from
+    if source.layout != "vlash":
+        raise ConfigError(f"{source.value} is {source.describe()}: `vlash convert` it to a vlash directory first")
+    if args.init_from is not None:
+        raise ConfigError(f"--policy {source.value} already names the policy to start from; drop --init-from")
+    preset = source.config().name
+    if preset not in available_presets():
+        raise ConfigError(
+            f"{source.value} was made from {preset!r}, not a preset: give --policy PRESET --init-from DIR"
+        )
+    return preset, str(source.path)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """What TrainConfig cannot see: the tasks exist, the files named are there (before anything is recorded)."""
+    from robot_io.sim.env import TASKS  # the sim extra: train records in the simulator anyway
+
+    unknown = [t.strip() for t in args.tasks.split(",") if t.strip() and t.strip() not in TASKS]
+    if unknown:
+        raise ConfigError(f"--tasks: unknown task {', '.join(map(repr, unknown))}; choose from {', '.join(TASKS)}")
+    if args.init_from is not None and not Path(args.init_from).is_dir():
+        raise ConfigError(f"--init-from {args.init_from!r}: no such directory")
+    if args.dataset is not None:
+        check_output_file(Path(args.dataset), "--dataset")
+    check_output_dir(Path(args.out), "--out")
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    policy, init_from = architecture(args)
     return TrainConfig(
-        policy=args.policy,
+        policy=policy,
         tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
         episodes_per_task=args.episodes,
         steps=args.steps,
@@ -117,7 +160,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         label_tail=not args.no_tail,
         plan_labels=args.plan_labels,
         scratch_init=args.scratch_init,
-        init_from=args.init_from,
+        init_from=init_from,
         image_size=args.image_size,
         only_successful=not args.keep_failed,
         num_threads=args.threads,
@@ -143,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     from vlash.train.trainer import train  # torch-heavy: only when the command runs
 
     config = config_from_args(args)
+    check_args(args)
     console = Console(stderr=args.json)
     try:
         result = train(config, command=shlex.join(["vlash", *sys.argv[1:]]))  # not argv[0]: an install path

@@ -25,6 +25,7 @@ import yaml
 from vlash.atomic import staged_directory
 from vlash.errors import CheckpointError
 from vlash.policies.checkpoint import load_model, save_weights
+from vlash.policies.layouts import detect_layout
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config, config_from_dict
 from vlash.policies.pi05.model import Pi05Model
@@ -35,7 +36,6 @@ from vlash.policies.transforms import StateActionTransform, load_transform
 
 FORMAT = "vlash.policy/1"
 TOKENIZER_FILES = {".json": "tokenizer.json", ".model": "tokenizer.model"}  # suffix -> the name in the directory
-LAYOUTS = ("vlash", "lerobot", "openpi")
 MODEL_SIZES = ("name", "vision", "vlm", "expert", "vocab_size")  # what --model-config gives a checkpoint
 
 
@@ -148,26 +148,6 @@ def save_loaded_policy(directory: str | Path, policy: LoadedPolicy, metadata: di
         relative_mask=proc.relative_mask,
         transform=proc.transform,
         settings=settings,
-    )
-
-
-def detect_layout(directory: str | Path) -> str:
-    """ "vlash", "lerobot" or "openpi", from the directory's files; CheckpointError saying what was looked for."""
-    path = Path(directory)
-    if not path.is_dir():
-        raise CheckpointError(f"{path} is not a directory")
-    if (path / "config.yaml").is_file():
-        return "vlash"
-    if (path / "policy_preprocessor.json").is_file() or (path / "policy_postprocessor.json").is_file():
-        return "lerobot"
-    if (path / "model.safetensors").is_file() and (path / "assets").is_dir():
-        return "openpi"
-    if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
-        return "lerobot"  # its loader names the processor files it misses
-    raise CheckpointError(
-        f"{path} is not a policy directory: expected config.yaml (vlash), config.json + policy_preprocessor.json "
-        "(LeRobot) or model.safetensors + assets/<id>/norm_stats.json (openpi PyTorch); for openpi JAX params "
-        "run `vlash convert --from openpi-jax`"
     )
 
 

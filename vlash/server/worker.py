@@ -1,10 +1,11 @@
 """The model thread: takes jobs from the queue, runs them through the `PolicyRuntime` and hands the
 replies (encoded frames) to the socket thread through an inproc PUSH socket.
 
-Every job (unless reset or shut down) ends in one last reply and one count: a final ACTIONS ("served"), or an
-ERROR ("errors"; "dropped" when superseded). Nothing a job does ends this thread: a chunk the protocol refuses (a diverged model's
-NaN or inf) is an INTERNAL error, and any other exception while serving a job is answered INTERNAL too. An
-exception outside a job (the queue, the socket) ends the thread; the server then stops (see vlash.server.server).
+Every job (unless reset or shut down) ends in one last reply and one count: a final ACTIONS ("served"), or an ERROR
+("errors"; "dropped" when superseded). Nothing a job does ends this thread: a chunk the protocol refuses (a
+diverged model's NaN or inf) is an INTERNAL error, and any other exception while serving a job is answered INTERNAL
+too. An exception outside a job (the queue, the socket) ends the thread; the server then stops (see
+vlash.server.server).
 """
 
 from __future__ import annotations

@@ -1,41 +1,25 @@
-"""A rich progress bar with a free-text field (loss, steps/s, success rate), or nothing when disabled."""
+"""Training progress with a free-text field (loss, steps/s, success rate): vlash.progress's rich bar on a
+terminal, plain lines in a log; nothing when disabled."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from vlash.progress import progress
 
 Advance = Callable[[int, str], None]  # advance(steps done since the last call, info text)
 
 
 @contextmanager
 def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator[Advance]:
-    """Yield `advance(n, info)`; draws a bar on stderr when `enabled`."""
-    if not enabled:
-        yield lambda n, info="": None
-        return
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[info]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True)) as bar:  # stdout stays clean for --json
-        task = bar.add_task(description, total=total, info="")
+    """Yield `advance(n, info)`; reports on stderr when `enabled` (stdout stays clean for --json)."""
+    with progress(description, total, enabled=enabled) as update:
+        done = 0
 
         def advance(n: int, info: str = "") -> None:
-            bar.update(task, advance=n, info=info)
+            nonlocal done
+            done += n
+            update(done, info)
 
         yield advance

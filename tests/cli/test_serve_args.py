@@ -1,0 +1,84 @@
+"""`vlash serve`'s arguments: --policy resolved like every command's (a directory works, --checkpoint is its
+synonym), the CPU thread default that leaves the robot a core, --insecure and --allow-failed-gate passed through."""
+
+from __future__ import annotations
+
+import pytest
+
+import vlash.cli.cpu_threads as cpu_threads
+import vlash.cli.serve_cmd as serve_cmd
+from robot_io.client import PolicyClient
+from tests.serve_process import ServeProcess
+from tests.server.conftest import MICRO, write_policy
+from vlash.cli.main import parse_args
+from vlash.errors import ConfigError
+from vlash.policies.policy_source import PolicyKind
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    return write_policy(tmp_path_factory.mktemp("serve"))
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 1), (16, 15)])
+def test_server_threads_leave_the_robot_a_core(cores, threads):
+    assert cpu_threads.server_threads(cores=cores) == threads
+    assert cpu_threads.server_threads(3, cores=cores) == 3  # asked for: as asked
+
+
+def test_serve_defaults_to_all_cores_but_one(monkeypatch):
+    """torch's default, every core, starved a robot process on a 2-core box (0 chunks, 300/300 holds)."""
+    monkeypatch.setattr(cpu_threads, "available_cores", lambda: 2)
+    assert serve_cmd.plan(parse_args(["serve", "--policy", str(MICRO), "--random-weights"])).threads == 1
+    assert (
+        serve_cmd.plan(parse_args(["serve", "--policy", str(MICRO), "--random-weights", "--threads", "2"])).threads == 2
+    )
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.args, self.kwargs = (), {}
+
+    def __call__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+        return "loaded"
+
+
+@pytest.mark.parametrize("flag", ["--policy", "--checkpoint"])
+def test_a_directory_is_served_from_its_path(policy_dir, monkeypatch, flag):
+    loader = Recorder()
+    monkeypatch.setattr(serve_cmd, "load_runtime", loader)
+    args = parse_args(["serve", flag, str(policy_dir), "--allow-failed-gate"])
+    plan = serve_cmd.plan(args)
+    assert plan.source.kind is PolicyKind.DIRECTORY and plan.engine == "torch"
+    assert serve_cmd.load(plan, args) == "loaded"
+    policy, checkpoint, random_weights = loader.args[:3]
+    assert (policy, checkpoint, random_weights) == (None, policy_dir, False)
+    assert loader.kwargs == {"allow_failed_gate": True}
+
+
+def test_a_preset_is_served_with_random_weights(monkeypatch):
+    loader = Recorder()
+    monkeypatch.setattr(serve_cmd, "load_runtime", loader)
+    args = parse_args(["serve", "--policy", str(MICRO), "--random-weights"])
+    serve_cmd.load(serve_cmd.plan(args), args)
+    assert loader.args[:3] == (str(MICRO), None, True) and loader.kwargs == {"allow_failed_gate": False}
+
+
+def test_a_reachable_bind_needs_keys_or_insecure():
+    args = ["serve", "--policy", str(MICRO), "--random-weights", "--bind", "tcp://0.0.0.0:0"]
+    with pytest.raises(ConfigError, match="--insecure"):
+        serve_cmd.plan(parse_args(args))
+    assert serve_cmd.plan(parse_args([*args, "--insecure"])).config.insecure
+
+
+def test_serve_policy_directory_end_to_end(policy_dir):
+    """`vlash serve --policy ./some_dir` serves it; the startup line says how many threads it took."""
+    server = ServeProcess(["--policy", str(policy_dir), "--steps", "2"])
+    try:
+        startup = next(line for line in server.out if "serving on" in line)
+        assert "threads=1" in startup, startup  # ServeProcess passes --threads 1
+        with PolicyClient(server.endpoint, timeout_s=10.0) as client:
+            assert client.connect().num_steps == 2
+    finally:
+        assert server.stop() == 0, server.err

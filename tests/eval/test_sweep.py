@@ -1,0 +1,100 @@
+"""The sweep checks its arguments in the parent before any worker starts, and a worker's failure comes back as one
+line (a SweepWorkerError), never a BrokenProcessPool traceback."""
+
+from __future__ import annotations
+
+import shutil
+from concurrent.futures.process import BrokenProcessPool
+
+import pytest
+
+from vlash.errors import CheckpointError, ConfigError
+from vlash.eval import sweep
+from vlash.eval.modes import ExecutionConfig
+from vlash.eval.sweep import ORACLE, SweepConfig, SweepWorkerError, check_sweep, run_sweep
+from vlash.policies.shipped import available_shipped, shipped_policy_dir
+
+pytestmark = pytest.mark.sim
+
+
+def config(**changes) -> SweepConfig:
+    base = {
+        "task": "reach",
+        "policy": ORACLE,
+        "modes": ("sync",),
+        "delays": (0,),
+        "episodes": 1,
+        "execution": ExecutionConfig(mode="sync", delay=0),
+        "workers": 2,
+    }
+    return SweepConfig(**{**base, **changes})
+
+
+@pytest.fixture
+def no_pool(monkeypatch):
+    """Fail the test if a worker pool is started."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker pool started before the arguments were checked")
+
+    monkeypatch.setattr(sweep, "ProcessPoolExecutor", refuse)
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"task": "fly"}, "unknown task 'fly'; choose one of reach"),
+        ({"modes": ("sync", "warp")}, "mode must be one of"),
+        ({"modes": ("naive",), "delays": (12,)}, "delay 12 > execution horizon 10"),
+        ({"execution": ExecutionConfig(mode="sync", delay=0, execution_horizon=48), "delays": (4,)}, "chunk has 50"),
+        ({"delays": ()}, "at least one mode and one delay"),
+    ],
+)
+def test_bad_sweeps_fail_in_the_parent(no_pool, changes, match):
+    with pytest.raises(ConfigError, match=match):
+        run_sweep(config(**changes))
+
+
+@pytest.mark.skipif("pi05-tiny-sim" not in available_shipped(), reason="checkpoints/ not in this install")
+def test_a_truncated_checkpoint_fails_in_the_parent(no_pool, tmp_path):
+    policy = tmp_path / "truncated"
+    shutil.copytree(shipped_policy_dir("pi05-tiny-sim"), policy)
+    weights = policy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match="cannot read"):
+        check_sweep(config(policy=str(policy)))
+
+
+def test_a_worker_setup_failure_is_one_line_from_the_real_pool(monkeypatch):
+    """Bypass the parent's check so a spawned worker's initializer fails: its first job reports why."""
+    monkeypatch.setattr(sweep, "check_sweep", lambda cfg: None)
+    with pytest.raises(SweepWorkerError) as caught:
+        run_sweep(config(task="fly"))
+    message = str(caught.value)
+    assert "worker setup (oracle, fly)" in message and "unknown task 'fly'" in message and "\n" not in message
+
+
+def test_an_episode_failure_names_the_episode(monkeypatch):
+    sweep._init_worker(ORACLE, "reach", 96)
+    monkeypatch.setattr(sweep, "EpisodeRunner", lambda *a: (_ for _ in ()).throw(RuntimeError("boom\nat line 2")))
+    with pytest.raises(SweepWorkerError, match=r"^reach sync d=0 seed 7: RuntimeError: boom at line 2$"):
+        sweep._run_job(("reach", ExecutionConfig(mode="sync", delay=0), 7))
+
+
+def test_a_worker_that_dies_is_one_line(monkeypatch):
+    class DeadPool:
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            return None
+
+        def map(self, *args, **kwargs):
+            raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    monkeypatch.setattr(sweep, "ProcessPoolExecutor", DeadPool)
+    with pytest.raises(SweepWorkerError, match="a worker process died .* --workers 1"):
+        run_sweep(config())

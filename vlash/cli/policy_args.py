@@ -1,0 +1,66 @@
+"""`--policy` (with `--checkpoint` as its synonym where commands had it, and `--random-weights`) the same way in
+every command: vlash.policies.policy_source resolves the value, the command says which kinds it takes."""
+
+from __future__ import annotations
+
+import argparse
+
+from vlash.policies.policy_source import PolicyKind, PolicySource, resolve_policy
+
+KIND_HELP = {
+    PolicyKind.SHIPPED: "a shipped policy's name (checkpoints/)",
+    PolicyKind.DIRECTORY: "a policy directory",
+    PolicyKind.ARTIFACT: "an exported artifact",
+    PolicyKind.PRESET: "a preset or YAML model config",
+    PolicyKind.ORACLE: "'oracle'",
+}
+
+
+def accepted_help(accepted: dict[PolicyKind, str]) -> str:
+    """E.g. "a shipped policy's name (checkpoints/), a preset or YAML model config (with --random-weights)"."""
+    return ", ".join(f"{KIND_HELP[kind]}{f' ({use})' if use else ''}" for kind, use in accepted.items())
+
+
+def add_policy_arguments(
+    parser: argparse.ArgumentParser,
+    what: str,
+    accepted: dict[PolicyKind, str],
+    required: bool = True,
+    checkpoint: bool = False,
+    random_weights: bool = False,
+    default: str | None = None,
+) -> None:
+    """--policy VALUE (`what` it is for; its help lists the `accepted` kinds); `checkpoint`: --checkpoint VALUE as a
+    synonym (exclusive with --policy); `random_weights`: the --random-weights flag (the value is then a preset)."""
+    required = required and default is None
+    text = f"{what}: {accepted_help(accepted)}"
+    if checkpoint:
+        group = parser.add_mutually_exclusive_group(required=required)
+        group.add_argument("--policy", default=default, metavar="POLICY", help=text)
+        group.add_argument("--checkpoint", metavar="DIR", help="the same as --policy (kept for existing scripts)")
+    else:
+        parser.add_argument("--policy", default=default, required=required, metavar="POLICY", help=text)
+    if random_weights:
+        parser.add_argument(
+            "--random-weights", action="store_true", help="--policy names a preset: build it with random weights"
+        )
+
+
+def policy_value(args: argparse.Namespace) -> str | None:
+    """The --policy value, or --checkpoint's where the command has that synonym."""
+    value = getattr(args, "policy", None)
+    return value if value is not None else getattr(args, "checkpoint", None)
+
+
+def policy_source(
+    args: argparse.Namespace, command: str, accepted: dict[PolicyKind, str], hint: str = ""
+) -> PolicySource:
+    """The resolved --policy of `args`, refused with a one-line ConfigError unless its kind is in `accepted`. In a
+    command with --random-weights a preset needs that flag: its weights would otherwise be a silent surprise."""
+    value = policy_value(args)
+    has_flag = hasattr(args, "random_weights")
+    source = resolve_policy(str(value), random_weights=bool(getattr(args, "random_weights", False)))
+    if has_flag and source.kind is PolicyKind.PRESET and not source.random_weights:
+        accepted = {kind: use for kind, use in accepted.items() if kind is not PolicyKind.PRESET}
+        hint = "; ".join(h for h in ("add --random-weights to use it with random weights", hint) if h)
+    return source.require(command, accepted, hint)

@@ -1,0 +1,102 @@
+"""Checks a command runs on its arguments before it loads anything heavy: a model load takes 10-30 s, and an
+error found after it (a port in use, an output path blocked by a file) wastes that time. Each raises a
+one-line ConfigError naming the flag."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from pathlib import Path
+
+from vlash.errors import ConfigError
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an int >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def check_output_file(path: Path | None, flag: str) -> None:
+    """A file the command writes at its end (its folders are created then): it must not be a directory, and the
+    folders must be creatable now (no file in their way, the nearest existing one writable)."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{flag} {str(path)!r} is a directory; give a file name")
+    _check_creatable(path.parent, path, flag)
+
+
+def check_output_dir(path: Path, flag: str) -> None:
+    """A directory the command writes (replaced atomically at its end): not a file, its parent creatable now."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{flag} {str(path)!r} is a file, not a directory")
+    _check_creatable(path.absolute().parent, path, flag)
+
+
+def _check_creatable(folder: Path, target: Path, flag: str) -> None:
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{flag} {str(target)!r}: {str(existing)!r} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {str(target)!r}: folder {str(existing)!r} is not writable")
+
+
+def check_input(path: Path | None, flag: str) -> None:
+    if path is not None and not path.exists():
+        raise ConfigError(f"{flag} {str(path)!r}: no such file or directory")
+
+
+def check_zmq_bind(endpoint: str, flag: str = "--bind") -> None:
+    """Bind a tcp:// endpoint's address once and let it go, as the server will: a port in use or an address that
+    is not this machine's fails now, not after the model loaded. Port 0 (a free one) and endpoints that name an
+    interface (eth0) rather than an address are left to ZeroMQ."""
+    from vlash.server.config import TCP_ENDPOINT  # the server's own reading of an endpoint
+
+    match = TCP_ENDPOINT.fullmatch(endpoint)
+    if match is None or match["port"] == "*" or int(match["port"]) == 0:
+        return
+    host = match["host"].strip("[]")
+    host = "0.0.0.0" if host == "*" else host
+    _probe(host, int(match["port"]), f"{flag} {endpoint}", unresolved_ok=True)
+
+
+def check_tcp_port(host: str, port: int, flag: str) -> None:
+    """Bind (host, port) once and let it go (port 0 picks a free one later, nothing to check)."""
+    if port != 0:
+        _probe(host, port, f"{flag} {port} on {host}", unresolved_ok=False)
+
+
+def _probe(host: str, port: int, what: str, unresolved_ok: bool) -> None:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        if unresolved_ok:
+            return
+        raise ConfigError(f"{what}: cannot resolve {host!r} ({exc.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:  # closed at once: the port is free again for the server
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is not "in use"
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise ConfigError(f"{what}: cannot listen there ({exc.strerror}); is another server using it?") from None

@@ -1,0 +1,30 @@
+"""Which kind of policy directory a path is, from its files alone (no torch: command-line checks use it before
+anything heavy is imported)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vlash.errors import CheckpointError
+
+LAYOUTS = ("vlash", "lerobot", "openpi")
+
+
+def detect_layout(directory: str | Path) -> str:
+    """ "vlash", "lerobot" or "openpi", from the directory's files; CheckpointError saying what was looked for."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is not a directory")
+    if (path / "config.yaml").is_file():
+        return "vlash"
+    if (path / "policy_preprocessor.json").is_file() or (path / "policy_postprocessor.json").is_file():
+        return "lerobot"
+    if (path / "model.safetensors").is_file() and (path / "assets").is_dir():
+        return "openpi"
+    if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
+        return "lerobot"  # its loader names the processor files it misses
+    raise CheckpointError(
+        f"{path} is not a policy directory: expected config.yaml (vlash), config.json + policy_preprocessor.json "
+        "(LeRobot) or model.safetensors + assets/<id>/norm_stats.json (openpi PyTorch); for openpi JAX params "
+        "run `vlash convert --from openpi-jax`"
+    )
