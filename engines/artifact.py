@@ -23,6 +23,8 @@ from vlash.atomic import atomic_write
 from vlash.dataclass_io import dataclass_from_mapping
 from vlash.errors import ConfigError
 from vlash.policies.pi05.config import Pi05Config, config_from_dict
+from vlash.policies.quantized import schemes
+from vlash.policies.quantized.gate import RecordedGate
 
 FORMAT = "vlash.engine-artifact/1"
 MANIFEST = "manifest.json"
@@ -84,6 +86,17 @@ class ArtifactManifest:
     @property
     def model_config(self) -> Pi05Config:
         return config_from_dict(self.config)
+
+    @property
+    def quant_gate(self) -> RecordedGate | None:
+        """The fidelity gate `vlash quantize --check` recorded (None: not a quantized artifact)."""
+        return RecordedGate.from_quantization(self.quantization)
+
+    @property
+    def precision_label(self) -> str:
+        """What reports call this artifact's precision: the graphs' dtype, or for a quantized artifact e.g.
+        "int8 (onnx-int8-dynamic) / fp32 activations"."""
+        return schemes.precision_label((self.quantization or {}).get("scheme"), self.precision)
 
     def path(self, directory: str | Path, graph: str) -> Path:
         """The file of `graph` ("prefill" / "denoise") the engine loads; ConfigError if missing."""

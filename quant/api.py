@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from vlash.errors import CheckpointError
 from vlash.policies.policy_dir import LoadedPolicy, load_policy
 from vlash.policies.quantized.manifest import QuantManifest, is_quantized
 from vlash.policies.quantized.schemes import get_scheme
+from vlash.quant.artifact import tool_versions
 from vlash.quant.calibration import FrameSpec
 from vlash.quant.torch_quant import DEFAULT_GROUP_SIZE
 
@@ -58,9 +61,22 @@ def open_quantized(artifact: str | Path, threads: int | None = None) -> tuple[En
     raise CheckpointError(f"{path} is neither a quantized policy directory nor an engine artifact")
 
 
+def measuring_host() -> dict[str, str]:
+    """The machine a --check ran on: int8 kernels differ by CPU (vlash.quant.onnx_quant), so a verdict names it."""
+    host = {"machine": platform.machine(), "cpu": platform.processor() or "unknown"}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                host["cpu"] = line.partition(":")[2].strip()
+                break
+    return {**host, **{k: v for k, v in tool_versions().items() if k.startswith("onnxruntime")}}
+
+
 def record_fidelity(artifact: str | Path, result: dict[str, Any]) -> None:
-    """Store a --check result in the artifact's manifest (quant.json, or manifest.json["quantization"])."""
+    """Store a --check result, with the host it was measured on, in the artifact's manifest (quant.json, or
+    manifest.json["quantization"])."""
     path = Path(artifact)
+    result = {**result, "host": measuring_host()}
     if is_quantized(path):
         manifest = QuantManifest.read(path)
         manifest.fidelity = result

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.metadata
 import shutil
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,12 @@ def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
 
 
 def tool_versions() -> dict[str, str]:
-    return {"vlash": vlash.__version__, "torch": torch.__version__}
+    """Versions of vlash, torch and the installed ONNX tools (an int8 graph's numbers depend on onnxruntime)."""
+    versions = {"vlash": vlash.__version__, "torch": torch.__version__}
+    for name in ("onnx", "onnxruntime", "onnxruntime-gpu"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[name] = importlib.metadata.version(name)
+    return versions
 
 
 def base_info(policy_dir: str | Path) -> dict[str, Any]:

@@ -15,7 +15,13 @@ from vlash.policies.quantized.manifest import QuantManifest
 from vlash.policies.quantized.schemes import get_scheme
 from vlash.quant.artifact import POLICY_FILES, base_info, copy_policy_files, tool_versions
 from vlash.quant.calibration import FrameSpec, policy_tasks
-from vlash.quant.onnx_quant import GRAPHS, calibration_feeds, quantize_dynamic, quantize_static
+from vlash.quant.onnx_quant import (
+    DYNAMIC_WEIGHT_BITS,
+    GRAPHS,
+    calibration_feeds,
+    quantize_dynamic,
+    quantize_static,
+)
 
 ONNX_SCHEMES = ("onnx-int8-dynamic", "onnx-int8-static")
 
@@ -49,8 +55,9 @@ def qdq_writer(calibration: FrameSpec | None = None) -> QdqWriter:
 
 def quantize_graphs(
     directory: Path, manifest: ArtifactManifest, scheme: str, policy_dir: Path, calibration: FrameSpec | None
-) -> tuple[dict, dict | None]:
-    """Replace the artifact's ONNX graphs in place by quantized ones. Returns (layers, calibration record)."""
+) -> tuple[dict, list[str], dict | None]:
+    """Replace the artifact's ONNX graphs in place by quantized ones. Returns (layers, nodes kept fp32 on purpose,
+    calibration record)."""
     feeds = None
     if get_scheme(scheme).calibrated:
         policy = load_policy(policy_dir)
@@ -58,19 +65,23 @@ def quantize_graphs(
         feeds = calibration_feeds(policy, spec)
     fp8 = scheme == "trt-fp8"
     spec_of = {"dtype": "fp8", "granularity": "per-tensor"} if fp8 else {"dtype": "int8", "granularity": "per-channel"}
+    if feeds is None:  # dynamic: int8 storage of 7-bit weights (vlash.quant.onnx_quant, exact on every CPU)
+        spec_of["bits"] = DYNAMIC_WEIGHT_BITS
     layers: dict[str, dict] = {}
+    kept: list[str] = []
     for graph in GRAPHS:
         path = directory / manifest.onnx[graph]
         source = path.with_name(f"{path.stem}.fp32.onnx")
         path.rename(source)
         if feeds is None:
-            nodes = quantize_dynamic(source, path, graph)
+            nodes, graph_kept = quantize_dynamic(source, path, graph)
+            kept += [f"{graph}:{node}" for node in graph_kept]
         else:
             nodes = quantize_static(source, path, graph, feeds[graph], fp8=fp8)
         source.unlink()
         layers.update({f"{graph}:{node}": dict(spec_of) for node in nodes})
     record = None if feeds is None else spec.describe()
-    return layers, record
+    return layers, kept, record
 
 
 def write_onnx_artifact(
@@ -86,12 +97,13 @@ def write_onnx_artifact(
         copy_policy_files(src, policy_copy, (*POLICY_FILES, "model.safetensors"))
         model = load_policy(policy_copy).model
         manifest = export_onnx(model, staging, precision="fp32", batch=batch, policy=base["policy"])
-        layers, record = quantize_graphs(staging, manifest, scheme, policy_copy, calibration)
+        layers, kept, record = quantize_graphs(staging, manifest, scheme, policy_copy, calibration)
         quant = QuantManifest(
             scheme=scheme,
             engine="onnxruntime",
             base=base,
             layers=layers,
+            kept=kept,
             calibration=record,
             files=dict(manifest.files),
             created_by=tool_versions(),

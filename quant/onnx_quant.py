@@ -4,6 +4,16 @@ calibrated on simulated frames. Also produces the QDQ graphs TensorRT builds its
 Which MatMuls are quantized follows quant.schemes: only those with a constant weight (never attention
 scores), and in the denoise graph only the expert's MLP projections (attention projections, adaRMS, time
 MLP and action in/out projections stay fp32).
+
+Dynamic int8 and the CPU it runs on: onnxruntime multiplies dynamically quantized activations (uint8) with int8
+weights. On x86 CPUs without VNNI (AVX2, AVX-512 without VNNI) its U8S8 kernel adds pairs of u8 x s8 products in
+int16 (VPMADDUBSW), which saturates once a pair passes 32767 (2 x 255 x 127 = 64770 can); CPUs with VNNI add
+them exactly. The same artifact then acts differently on different machines, and a gate measured on one
+says nothing about the other (the shipped policy: action cosine 0.9945 exact, 0.9787 on an AVX2 CPU). So dynamic
+weights use 7 bits (onnxruntime's `reduce_range`: 2 x 255 x 64 < 32767): exact on every CPU. The Gemma MLP
+down projections of the prefill graph stay fp32: their input (gelu(gate) x up) has the activation outliers that
+per-tensor dynamic activation scales handle worst (LLM.int8(), SmoothQuant). On the shipped policy, 7-bit weights
+everywhere give a worst action cosine of 0.9915, and 0.9993 with these three kept fp32 (of 42 prefill MatMuls).
 """
 
 from __future__ import annotations
@@ -24,6 +34,9 @@ from vlash.sampling import FlowSampler, SamplerConfig
 GRAPHS = ("prefill", "denoise")
 # Node names of the exported denoise graph keep the module's leaf name (e.g. "/mlp/gate_proj_3/MatMul").
 _DENOISE_QUANTIZABLE = re.compile(r"/mlp/(gate|up|down)_proj(_\d+)?/MatMul$")
+# The Gemma VLM's MLP down projections in the prefill graph ("/mlp/down_proj_2/MatMul"; SigLIP's are "fc2").
+_DYNAMIC_KEPT = {"prefill": re.compile(r"^/mlp/down_proj(_\d+)?/MatMul$")}
+DYNAMIC_WEIGHT_BITS = 7  # reduce_range: no int16 saturation in non-VNNI U8S8 kernels (see the module docstring)
 
 
 def _onnx_quantization():
@@ -97,19 +110,30 @@ def _reader(feeds: list[dict[str, np.ndarray]]):
     return FeedReader()
 
 
-def quantize_dynamic(src: Path, dst: Path, graph: str) -> list[str]:
-    """int8 weights (per channel), activations quantized per call. Returns the MatMul nodes quantized."""
+def dynamic_plan(path: str | Path, graph: str) -> tuple[list[str], list[str]]:
+    """(MatMul nodes the dynamic scheme quantizes, quantizable ones it keeps fp32 on purpose)."""
+    kept_pattern = _DYNAMIC_KEPT.get(graph)
+    nodes, kept = [], []
+    for name in quantizable_matmuls(path, graph):
+        (kept if kept_pattern is not None and kept_pattern.search(name) else nodes).append(name)
+    return nodes, kept
+
+
+def quantize_dynamic(src: Path, dst: Path, graph: str) -> tuple[list[str], list[str]]:
+    """int8 storage of 7-bit weights (per channel, symmetric), uint8 activations quantized per call. Returns
+    (the MatMul nodes quantized, those kept fp32)."""
     _, quantization = _onnx_quantization()
-    nodes = quantizable_matmuls(src, graph)
+    nodes, kept = dynamic_plan(src, graph)
     quantization.quantize_dynamic(
         str(src),
         str(dst),
         weight_type=quantization.QuantType.QInt8,
         per_channel=True,
+        reduce_range=True,
         op_types_to_quantize=["MatMul"],
         nodes_to_quantize=nodes,
     )
-    return nodes
+    return nodes, kept
 
 
 def quantize_static(

@@ -28,6 +28,8 @@ from vlash.errors import ConfigError
 from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
+from vlash.policies.quantized.schemes import precision_label
+from vlash.runtime.loading import check_gate
 from vlash.sampling import FlowSampler, SamplerConfig
 
 METRICS = ("prefill_ms", "step_ms", "ttfa_ms", "chunk_ms")
@@ -58,6 +60,8 @@ class BenchReport:
     peak_memory_mb: float = 0.0  # CUDA allocator peak (GPU) or process peak RSS (CPU), MiB
     floors_ms: dict[str, float] = field(default_factory=dict)  # metric -> roofline floor (with a profile)
     profile: str = ""  # device profile the floors come from
+    precision: str = ""  # e.g. "fp32", "int8 (onnx-int8-dynamic) / fp32 activations" (`precision_label`)
+    gate: str = ""  # a quantized artifact's recorded fidelity gate, one line ("" when not quantized)
 
     def summary(self) -> dict[str, dict[str, float]]:
         rows = {}
@@ -76,6 +80,8 @@ class BenchReport:
             "warmup_s": self.warmup_s,
             "peak_memory_mb": self.peak_memory_mb,
             "profile": self.profile,
+            "precision": self.precision,
+            "gate": self.gate,
             "summary": self.summary(),
         }
 
@@ -93,6 +99,12 @@ def roofline_ms(
         "ttfa_ms": prefill + first * step,
         "chunk_ms": prefill + settings.steps * step,
     }
+
+
+def precision_of(described: dict) -> str:
+    """The precision to report for an engine (`Engine.describe()`): its dtype, or for a quantized model the
+    weights' precision with the scheme, e.g. "int8 (onnx-int8-dynamic) / fp32 activations"."""
+    return precision_label(described.get("quant"), str(described.get("dtype", "fp32")))
 
 
 def roofline_precision(described: dict) -> str:
@@ -123,8 +135,13 @@ def make_engine(
     threads: int | None = None,
     artifact: str | Path | None = None,
     workdir: str | Path | None = None,
+    allow_failed_gate: bool = False,
 ) -> Engine:
-    """An engine over random weights of `config`; artifact engines export to `workdir` unless given `artifact`."""
+    """An engine over random weights of `config`; artifact engines export to `workdir` unless given `artifact`.
+    A quantized `artifact` whose recorded fidelity gate failed is refused unless `allow_failed_gate`
+    (vlash.runtime.loading.check_gate)."""
+    if artifact is not None:
+        check_gate(artifact, allow_failed_gate)
     if engine == "torch":
         model = build_random(config, dtype=precision, device=device)
         return create_engine("torch", model=model, compile_mode=compile_mode, cuda_graphs=cuda_graphs)
@@ -175,6 +192,7 @@ def run_bench(
         if progress:
             progress(i + 1, total)
     report = BenchReport(settings, engine.describe(), warmup_s=time.perf_counter() - t0)
+    report.precision = precision_of(report.engine)
     if profile is not None:
         report.profile = profile.name
         report.floors_ms = roofline_ms(engine.config, profile, roofline_precision(report.engine), settings)

@@ -78,5 +78,6 @@ def test_a_variant_failing_the_gate_is_reported_with_a_nonzero_exit(micro_policy
     assert main(args) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "torch-int8" in out
+    assert "records its failed gate" in out and "--allow-failed-gate" in out  # what using it will take
     fidelity = QuantManifest.read(tmp_path / "q").fidelity  # the manifest records the failing check
     assert fidelity is not None and fidelity["passed"] is False and fidelity["thresholds"]["max_abs_error"] == 0

@@ -14,23 +14,28 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
 from vlash.bench import BenchReport, BenchSettings, make_engine, run_bench
+from vlash.cli.policy_args import add_policy_arguments
+from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_device
 from vlash.engines import available_engines
 from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import DTYPES
-from vlash.policies.pi05 import available_presets, load_preset
+from vlash.policies.pi05 import available_presets
+from vlash.policies.policy_source import PolicyKind, PolicySource, resolve_policy
+from vlash.progress import progress
+
+ACCEPTED = {PolicyKind.PRESET: "random weights", PolicyKind.ARTIFACT: "the same as --artifact"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="time prefill, denoise step, time to first action and full chunk")
-    p.add_argument("--policy", default=None, help=f"preset name or YAML path ({', '.join(available_presets())})")
+    add_policy_arguments(p, f"what to time ({', '.join(available_presets())})", ACCEPTED, required=False)
     p.add_argument("--schedule", choices=("constant", "horizon-aware"), default="constant")
-    p.add_argument("--steps", type=int, default=None, help="Euler steps (default: the policy's, 10 for pi05)")
+    p.add_argument("--steps", type=positive_int, default=None, help="Euler steps (default: the policy's, 10 for pi05)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, auto, or a device profile / jetson")
     p.add_argument("--engine", choices=available_engines(), default=None, help="default: the profile's, else torch")
     p.add_argument(
@@ -48,11 +53,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="time an exported artifact (its policy, engine and precision are the defaults); default: random weights",
     )
     p.add_argument("--cuda-graphs", action="store_true", default=None, help="capture the torch denoise step")
-    p.add_argument("--cameras", type=int, default=None, help="number of cameras (default: the policy's)")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--iters", type=int, default=20, help="timed runs")
-    p.add_argument("--warmup", type=int, default=3, help="untimed runs first")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's)")
+    p.add_argument("--cameras", type=positive_int, default=None, help="number of cameras (default: the policy's)")
+    p.add_argument("--batch", type=positive_int, default=1, help="observations per call")
+    p.add_argument("--iters", type=positive_int, default=20, help="timed runs")
+    p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed runs first")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch (default: torch's)")
     p.add_argument(
         "--compile",
         default=None,
@@ -60,17 +65,41 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="torch.compile the denoise step (reduce-overhead = CUDA graphs)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--allow-failed-gate",
+        action="store_true",
+        help="time a quantized artifact whose fidelity check (vlash quantize --check) failed",
+    )
 
 
-def _config(args: argparse.Namespace, manifest: ArtifactManifest | None):
+def _source(args: argparse.Namespace) -> tuple[PolicySource | None, Path | None]:
+    """(the preset to time, None) or (None, the artifact to time): --artifact, or --policy naming either."""
+    if args.policy is None:
+        return None, args.artifact
+    source = resolve_policy(args.policy)
+    hint = ""
+    if source.kind in (PolicyKind.SHIPPED, PolicyKind.DIRECTORY):
+        shapes = f"--policy {source.config().name}" if source.layout == "vlash" else "its preset"
+        hint = f"for its shapes give {shapes}; to time its weights, `vlash export` it and give the artifact"
+    source.require("bench", ACCEPTED, hint)
+    if args.artifact is not None:
+        raise ConfigError("--artifact fixes the policy and its cameras; drop --policy / --cameras")
+    return (None, source.path) if source.kind is PolicyKind.ARTIFACT else (source, None)
+
+
+def _config(args: argparse.Namespace, source: PolicySource | None, manifest: ArtifactManifest | None):
     """The policy config: the artifact's (its graphs fix the shapes) or the named preset's."""
     if manifest is not None:
-        if args.policy is not None or args.cameras is not None:
+        if args.cameras is not None:
             raise ConfigError("--artifact fixes the policy and its cameras; drop --policy / --cameras")
+        if args.batch != manifest.batch:
+            raise ConfigError(
+                f"the artifact's graphs take batch {manifest.batch} (static shapes), not --batch {args.batch}"
+            )
         return manifest.model_config
-    if args.policy is None:
+    if source is None:
         raise ConfigError("give --policy NAME (random weights) or --artifact DIR (an exported artifact)")
-    config = load_preset(args.policy)
+    config = source.config()
     return config if args.cameras is None else config.with_cameras(args.cameras)
 
 
@@ -83,11 +112,13 @@ def _profile(name: str, device: torch.device) -> DeviceProfile | None:
 def print_report(report: BenchReport, console: Console) -> None:
     s, e = report.settings, report.engine
     console.print(
-        f"[bold]{e['policy']}[/] engine={e['engine']} device={e['device']} dtype={e['dtype']} "
+        f"[bold]{e['policy']}[/] engine={e['engine']} device={e['device']} precision={report.precision} "
         f"compile={e['compile']} threads={e['threads']} schedule={s.schedule} steps={s.steps} "
         f"batch={s.batch} runs={s.iters} (warm-up {report.warmup_s:.1f} s) "
         f"peak memory {report.peak_memory_mb:.0f} MiB profile={report.profile or '-'}"
     )
+    if report.gate:
+        console.print(f"quantization: {report.gate}")
     table = Table("metric", "median ms", "p99 ms", "floor ms", "measured / floor", "samples")
     for metric, row in report.summary().items():
         floor = f"{row['floor']:.3f}" if "floor" in row else "-"
@@ -103,13 +134,16 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads or (named.threads if named else None) or None
     if threads:
         torch.set_num_threads(threads)
-    manifest = ArtifactManifest.load(args.artifact) if args.artifact is not None else None
-    config = _config(args, manifest)
+    source, artifact = _source(args)
+    manifest = ArtifactManifest.load(artifact) if artifact is not None else None
+    config = _config(args, source, manifest)
     engine_name = args.engine or (manifest.engine if manifest else None) or (named.engine if named else "torch")
     dtype = args.dtype or (manifest.precision if manifest else None)
     dtype = dtype or (named.precision if named else ("bf16" if device.type == "cuda" else "fp32"))
     if manifest is not None and engine_name == "torch":
         raise ConfigError(f"the torch engine runs a policy, not an artifact; use --engine {manifest.engine}")
+    if engine_name != "torch" and (args.compile or args.cuda_graphs):
+        raise ConfigError(f"--compile and --cuda-graphs apply to the torch engine, not {engine_name}")
     cuda_graphs = args.cuda_graphs if args.cuda_graphs is not None else bool(named and named.cuda_graphs)
     settings = BenchSettings(
         schedule=args.schedule,
@@ -119,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
         batch=args.batch,
     )
     console = Console(stderr=args.json)
-    with console.status(f"building {config.name} ({engine_name}, {dtype}) on {device}"):
+    label = manifest.precision_label if manifest is not None else dtype
+    with console.status(f"building {config.name} ({engine_name}, {label}) on {device}"):
         engine = make_engine(
             config,
             engine_name,
@@ -129,11 +164,13 @@ def run(args: argparse.Namespace) -> int:
             compile_mode=args.compile,
             cuda_graphs=cuda_graphs and engine_name == "torch",
             threads=threads,
-            artifact=args.artifact,
+            artifact=artifact,
+            allow_failed_gate=args.allow_failed_gate,
         )
-    with Progress(console=console, transient=True) as bar:
-        task = bar.add_task("benchmark", total=settings.warmup + settings.iters)
-        report = run_bench(engine, settings, progress=lambda i, n: bar.update(task, completed=i), profile=profile)
+    with progress("vlash bench: runs", settings.warmup + settings.iters, transient=True) as update:
+        report = run_bench(engine, settings, progress=lambda i, n: update(i), profile=profile)
+    gate = manifest.quant_gate if manifest is not None else None
+    report.gate = gate.describe() if gate is not None else ""
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -7,7 +7,11 @@ import json
 import tempfile
 from pathlib import Path
 
+from vlash.cli.policy_args import add_policy_arguments, policy_source
+from vlash.cli.preflight import check_output_dir, check_output_file, non_negative_int, positive_int
 from vlash.errors import ConfigError
+from vlash.policies.policy_source import PolicyKind, PolicySource
+from vlash.progress import progress
 
 HELP = "quantize a policy (torch int8/int4, ONNX int8, TensorRT), gate it vs fp32"
 SCHEME_NAMES = (
@@ -24,38 +28,55 @@ SCHEME_NAMES = (
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quantize", help=HELP)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", type=Path, help="fp32 vlash policy directory")
-    src.add_argument("--policy", help="shipped policy name, or a preset with --random-weights")
-    p.add_argument("--random-weights", action="store_true", help="--policy names a preset: random weights")
+    add_policy_arguments(p, "the fp32 policy to quantize", ACCEPTED, checkpoint=True, random_weights=True)
     p.add_argument("--scheme", action="append", choices=SCHEME_NAMES, required=True, help="repeatable")
     p.add_argument("--out", type=Path, required=True, help="artifact directory (one scheme) or parent (several)")
-    p.add_argument("--group-size", type=int, default=64, help="torch-int4: inputs per scale group")
-    p.add_argument("--calib-episodes", type=int, default=8, help="static schemes: sim episodes to calibrate on")
+    p.add_argument("--group-size", type=positive_int, default=64, help="torch-int4: inputs per scale group")
+    p.add_argument(
+        "--calib-episodes", type=positive_int, default=8, help="static schemes: sim episodes to calibrate on"
+    )
     p.add_argument("--check", action="store_true", help="gate each variant vs fp32; exit 1 if any fails")
-    p.add_argument("--held-out-episodes", type=int, default=4, help="--check: held-out sim episodes (4 frames each)")
+    p.add_argument(
+        "--held-out-episodes", type=positive_int, default=4, help="--check: held-out sim episodes (4 frames each)"
+    )
     p.add_argument(
         "--rollout-episodes",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="--check: sim episodes per task (default 3 if trained, else 0)",
     )
     p.add_argument("--min-cosine", type=float, default=None, help="gate: worst action cosine (default 0.99)")
     p.add_argument("--max-abs-error", type=float, default=None, help="gate: max |a - a_fp32| (default 0.1)")
     p.add_argument("--max-success-drop", type=float, default=None, help="gate: success points lost (default 0.10)")
-    p.add_argument("--threads", type=int, default=None, help="torch / onnxruntime CPU threads")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch / onnxruntime CPU threads")
     p.add_argument("--json", type=Path, default=None, help="also write the --check results here")
+
+
+ACCEPTED = {
+    PolicyKind.SHIPPED: "",
+    PolicyKind.DIRECTORY: "vlash layout, fp32",
+    PolicyKind.PRESET: "with --random-weights",
+}
+
+
+def quantize_source(args: argparse.Namespace) -> PolicySource:
+    """The policy to quantize, and the other flags checked before anything loads (one-line errors)."""
+    source = policy_source(args, "quantize", ACCEPTED)
+    if source.kind is PolicyKind.DIRECTORY and source.layout != "vlash":
+        raise ConfigError(
+            f"{source.value} is {source.describe()}: `vlash convert` it to a vlash policy directory first"
+        )
+    check_output_dir(args.out, "--out")
+    check_output_file(args.json, "--json")
+    _thresholds(args)  # a bad gate value fails now, not after every scheme was quantized
+    return source
 
 
 def _source(args: argparse.Namespace, tmp: Path) -> Path:
     from vlash.policies.random_policy import write_random_policy
-    from vlash.policies.shipped import shipped_policy_dir
 
-    if args.random_weights:
-        if args.policy is None:
-            raise ConfigError("--random-weights needs --policy PRESET (e.g. pi05-tiny), not --checkpoint")
-        return write_random_policy(tmp / "fp32", args.policy)
-    return shipped_policy_dir(args.policy) if args.policy else Path(args.checkpoint)
+    source = quantize_source(args)
+    return write_random_policy(tmp / "fp32", source.value) if source.kind is PolicyKind.PRESET else source.path
 
 
 def _thresholds(args: argparse.Namespace):
@@ -99,15 +120,23 @@ def run(args: argparse.Namespace) -> int:
         reference = create_engine("torch", model=reference_policy.model)
         held_out = FrameSpec(tasks=tasks, episodes=args.held_out_episodes, held_out=True)
         results, ref_rollout = [], None
-        for scheme, out in outs.items():
-            engine, policy, _ = open_quantized(out, threads=args.threads)
-            result = check_variant(
-                scheme, reference, engine, reference_policy, thresholds, held_out, rollouts, ref_rollout
-            )
-            ref_rollout = result.reference_rollout
-            record_fidelity(out, {**result.to_dict(), "thresholds": vars(thresholds)})
-            results.append(result)
+        with progress("vlash quantize: checked", len(outs)) as update:
+            for scheme, out in outs.items():
+                engine, policy, _ = open_quantized(out, threads=args.threads)
+                result = check_variant(
+                    scheme, reference, engine, reference_policy, thresholds, held_out, rollouts, ref_rollout
+                )
+                ref_rollout = result.reference_rollout
+                record_fidelity(out, {**result.to_dict(), "thresholds": vars(thresholds)})
+                results.append(result)
+                update(len(results), scheme)
     print(format_table(results))
+    for result in results:  # the manifest keeps the verdict: serve / bench refuse these (vlash.policies.quantized.gate)
+        if not result.passed:
+            print(
+                f"vlash quantize: {outs[result.variant]} records its failed gate; vlash serve and vlash bench "
+                "refuse it unless given --allow-failed-gate"
+            )
     if args.json:
         args.json.write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
     return 0 if all(r.passed for r in results) else 1

@@ -15,6 +15,9 @@ from vlash.engines.artifact import POLICY_DIR, ArtifactManifest, is_artifact
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import resolve_dtype
 from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy, load_policy
+from vlash.policies.quantized.gate import RecordedGate, require_gate
+from vlash.policies.quantized.manifest import QuantManifest, is_quantized
+from vlash.policies.quantized.schemes import precision_label
 from vlash.policies.random_policy import random_policy
 from vlash.policies.shipped import shipped_policy_dir
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
@@ -24,9 +27,31 @@ from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 class LoadedRuntime:
     runtime: PolicyRuntime
     model_id: str  # name clients see in Metadata
-    precision: str  # dtype name, e.g. "fp32"
+    precision: str  # dtype name, e.g. "fp32"; quantized: e.g. "int8 (torch-int8) / fp32 activations"
     params: int  # model parameter count
     load_s: float  # seconds to load the weights
+    gate: RecordedGate | None = None  # a quantized artifact's recorded fidelity gate (None: not quantized)
+
+
+def artifact_gate(path: str | Path) -> RecordedGate | None:
+    """The fidelity gate recorded in a quantized artifact's manifest: a torch weight-only policy directory's
+    quant.json, or an engine artifact's manifest.json["quantization"]. None: not a quantized artifact."""
+    path = Path(path)
+    if is_quantized(path):
+        manifest = QuantManifest.read(path)
+        return RecordedGate(manifest.scheme, manifest.fidelity)
+    if is_artifact(path):
+        return ArtifactManifest.load(path).quant_gate
+    return None
+
+
+def check_gate(path: str | Path, allow_failed_gate: bool = False) -> RecordedGate | None:
+    """`artifact_gate`, refused (FailedGateError, with the gate's metrics and thresholds) when it failed and
+    `allow_failed_gate` is False; a warning when it was never checked or failed and is allowed. Every command that
+    runs an artifact (serve, bench) opens it through this."""
+    gate = artifact_gate(path)
+    require_gate(gate, str(path), allow_failed_gate)
+    return gate
 
 
 def load_runtime(
@@ -39,17 +64,19 @@ def load_runtime(
     num_steps: int | None = None,
     schedule: str = "constant",
     options: CheckpointOptions | None = None,
+    allow_failed_gate: bool = False,
 ) -> LoadedRuntime:
     """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory: vlash,
     LeRobot or openpi, with `options` for what the latter two do not store). Engines other than torch run an
-    exported artifact (`vlash export`): `checkpoint` is its directory."""
+    exported artifact (`vlash export`): `checkpoint` is its directory. A quantized artifact whose recorded
+    fidelity gate failed is refused unless `allow_failed_gate` (`check_gate`)."""
     if (policy is None) == (checkpoint is None):
         raise ConfigError("give exactly one of --policy NAME and --checkpoint DIR")
     options = options or CheckpointOptions()
     if checkpoint is None and options != CheckpointOptions():
         raise ConfigError("checkpoint options (--tokenizer, --model-config, ...) apply to --checkpoint DIR only")
     if engine != "torch":
-        return _load_artifact(checkpoint, engine, device, num_steps, schedule)
+        return _load_artifact(checkpoint, engine, device, num_steps, schedule, allow_failed_gate)
     if random_weights and policy is None:
         raise ConfigError("--random-weights needs --policy PRESET (e.g. pi05-tiny), not --checkpoint")
     dev = resolve_device(device)
@@ -57,21 +84,29 @@ def load_runtime(
     resolve_dtype(precision)  # CheckpointError naming the choices
     start = time.perf_counter()
     loaded: LoadedPolicy
+    gate: RecordedGate | None = None
     if random_weights:
         assert policy is not None
         loaded, model_id = random_policy(policy, dtype=precision, device=dev), f"{policy}-random"
     else:
         path = shipped_policy_dir(policy) if policy is not None else Path(checkpoint)  # type: ignore[arg-type]
+        gate = check_gate(path, allow_failed_gate)  # before the weights load
         loaded = load_policy(path, dtype=precision, device=dev, options=options)
         model_id = policy or path.resolve().name
     load_s = time.perf_counter() - start
     runtime = PolicyRuntime(loaded, create_engine(engine, model=loaded.model), num_steps=num_steps, schedule=schedule)
     params = sum(p.numel() for p in loaded.model.parameters())
-    return LoadedRuntime(runtime, model_id, precision, params, load_s)
+    label = precision_label(getattr(loaded.model, "quant_scheme", None), precision)
+    return LoadedRuntime(runtime, model_id, label, params, load_s, gate)
 
 
 def _load_artifact(
-    artifact: str | Path | None, engine: str, device: str, num_steps: int | None, schedule: str
+    artifact: str | Path | None,
+    engine: str,
+    device: str,
+    num_steps: int | None,
+    schedule: str,
+    allow_failed_gate: bool,
 ) -> LoadedRuntime:
     if artifact is None or not is_artifact(artifact):
         raise ConfigError(
@@ -79,6 +114,7 @@ def _load_artifact(
             f"then `vlash serve --checkpoint DIR --engine {engine}` (got {artifact or 'a --policy name'})"
         )
     manifest = ArtifactManifest.load(artifact)
+    gate = check_gate(artifact, allow_failed_gate)
     profile: DeviceProfile | None = load_profile(device) if is_profile_name(device) else None
     start = time.perf_counter()
     loaded = load_policy(Path(artifact) / POLICY_DIR)  # processor + config (the graphs hold the weights)
@@ -86,7 +122,7 @@ def _load_artifact(
     load_s = time.perf_counter() - start
     runtime = PolicyRuntime(loaded, built, num_steps=num_steps, schedule=schedule)
     params = sum(p.numel() for p in loaded.model.parameters())
-    return LoadedRuntime(runtime, manifest.policy, manifest.precision, params, load_s)
+    return LoadedRuntime(runtime, manifest.policy, manifest.precision_label, params, load_s, gate)
 
 
 def example_request(runtime: PolicyRuntime, seed: int = 0) -> ChunkRequest:

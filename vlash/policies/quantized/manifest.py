@@ -6,12 +6,16 @@ The scheme lives here, never in a file name. Format "vlash.quant/1":
     engine       the engine that runs the artifact: "torch" | "onnxruntime" | "tensorrt"
     base         {"policy": config name, "model_sha256": hash of the fp32 source weights, "source": path}
     layers       module (torch) or MatMul node (ONNX) name -> {"dtype": "int8" | "int4" | "fp8",
-                 "granularity": "per-channel" | "group" | "per-tensor", "group_size": int (int4 only)}
-    kept         module names deliberately left in the compute dtype (action-expert attention, time MLP...)
+                 "granularity": "per-channel" | "group" | "per-tensor", "group_size": int (int4 only),
+                 "bits": int (fewer than the dtype holds: onnx-int8-dynamic's 7-bit weights)}
+    kept         modules (or ONNX MatMul nodes) deliberately left in the compute dtype (action-expert attention,
+                 time MLP, the VLM's MLP down projections under onnx-int8-dynamic...)
     calibration  None, or {"source": "robot_io.sim", "tasks": [...], "seeds": [...], "frames": n}
     files        role -> file name inside the artifact (e.g. {"model": "model.safetensors"})
-    fidelity     None, or the last `--check` result (metrics and pass/fail per gate)
-    created_by   {"vlash": version, "torch": version, ...}
+    fidelity     None (never checked), or the last `--check` result: {"passed", "reasons", "actions": {...},
+                 "rollout", "reference_rollout", "thresholds": {...}, "host": {...}}; vlash.policies.quantized.gate
+                 reads it, and serving or benchmarking a failed artifact needs --allow-failed-gate
+    created_by   {"vlash": version, "torch": version, "onnxruntime": version, ...}
 """
 
 from __future__ import annotations

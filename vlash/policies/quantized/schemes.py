@@ -19,20 +19,21 @@ class Scheme:
     name: str  # CLI / manifest name
     engine: str  # engine that runs the artifact
     summary: str  # one line for --help and tables
+    weights: str  # the precision of the quantized weights, what reports call the artifact ("int8", "int4", ...)
     calibrated: bool = False  # needs calibration frames (static activation ranges)
 
 
 SCHEMES: dict[str, Scheme] = {
     s.name: s
     for s in (
-        Scheme("torch-int8", "torch", "weight-only int8 per output channel (VLM + expert MLPs)"),
-        Scheme("torch-int4", "torch", "weight-only int4 group-wise on the VLM, int8 on the expert MLPs"),
-        Scheme("onnx-int8-dynamic", "onnxruntime", "ONNX int8 dynamic (weights int8, activations per call)"),
-        Scheme("onnx-int8-static", "onnxruntime", "ONNX int8 static QDQ, calibrated on sim frames", True),
-        Scheme("trt-fp16", "tensorrt", "TensorRT FP16"),
-        Scheme("trt-bf16", "tensorrt", "TensorRT BF16"),
-        Scheme("trt-fp8", "tensorrt", "TensorRT FP8 (explicit QDQ), calibrated on sim frames", True),
-        Scheme("trt-int8", "tensorrt", "TensorRT INT8 (explicit QDQ), calibrated on sim frames", True),
+        Scheme("torch-int8", "torch", "weight-only int8 per output channel (VLM + expert MLPs)", "int8"),
+        Scheme("torch-int4", "torch", "weight-only int4 group-wise on the VLM, int8 on the expert MLPs", "int4"),
+        Scheme("onnx-int8-dynamic", "onnxruntime", "ONNX int8 dynamic (7-bit weights, activations per call)", "int8"),
+        Scheme("onnx-int8-static", "onnxruntime", "ONNX int8 static QDQ, calibrated on sim frames", "int8", True),
+        Scheme("trt-fp16", "tensorrt", "TensorRT FP16", "fp16"),
+        Scheme("trt-bf16", "tensorrt", "TensorRT BF16", "bf16"),
+        Scheme("trt-fp8", "tensorrt", "TensorRT FP8 (explicit QDQ), calibrated on sim frames", "fp8", True),
+        Scheme("trt-int8", "tensorrt", "TensorRT INT8 (explicit QDQ), calibrated on sim frames", "int8", True),
     )
 }
 
@@ -46,6 +47,16 @@ KEEP_PATTERNS: tuple[str, ...] = (
     "time_mlp_*",
 )
 VLM_PATTERNS: tuple[str, ...] = ("vision.*", "projector", "vlm.*")  # where 4 bits are allowed
+
+
+def precision_label(scheme: str | None, dtype: str) -> str:
+    """What a report calls a model's precision: `dtype` for a float model; for a quantized one its weights'
+    precision with the scheme and the dtype its activations run in, e.g. "int8 (onnx-int8-dynamic) / fp32
+    activations" (the graphs' and engines' own dtype is the activations', never the weights')."""
+    if not scheme:
+        return dtype
+    weights = SCHEMES[scheme].weights if scheme in SCHEMES else scheme
+    return f"{weights} ({scheme}) / {dtype} activations"
 
 
 def get_scheme(name: str) -> Scheme:
