@@ -82,3 +82,33 @@ def test_serve_policy_directory_end_to_end(policy_dir):
             assert client.connect().num_steps == 2
     finally:
         assert server.stop() == 0, server.err
+
+
+def test_a_server_that_fails_while_serving_exits_1(monkeypatch, capsys):
+    """A serving thread that dies stops the server (vlash.server.server): serve must then exit non-zero so a
+    supervisor restarts it, instead of idling with a dead server."""
+    import threading
+
+    import vlash.runtime.loading as loading
+
+    class DyingServer:  # the PolicyServer interface serve_cmd.run uses; its model thread dies after start
+        def __init__(self, runtime, metadata, config, on_failure):
+            self.on_failure, self.failure, self.warm_up_s, self.jobs = on_failure, None, 0.0, []
+            self.stats = type("Stats", (), {"line": lambda self, pending=0: "served 0"})()
+
+        def start(self):
+            def die():
+                self.failure = RuntimeError("model thread died")
+                self.on_failure(self.failure)
+
+            threading.Timer(0.05, die).start()
+            return "tcp://127.0.0.1:1"
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(serve_cmd, "PolicyServer", DyingServer)
+    monkeypatch.setattr(serve_cmd, "load", lambda plan, args: loading.load_runtime(str(MICRO), random_weights=True))
+    args = parse_args(["serve", "--policy", str(MICRO), "--random-weights", "--stats-every", "0", "--no-warmup"])
+    assert serve_cmd.run(args) == 1
+    assert "the server stopped: RuntimeError('model thread died')" in capsys.readouterr().err

@@ -144,8 +144,9 @@ def run(args: argparse.Namespace) -> int:
     loaded = load(served, args)
     config, openpi_config = served.config, served.openpi
     runtime = loaded.runtime
-    server = PolicyServer(runtime, policy_metadata(runtime, loaded.model_id, served.engine, loaded.precision), config)
-    stop = threading.Event()
+    stop = threading.Event()  # SIGINT / SIGTERM, or a serving thread that died (the server then stops itself)
+    metadata = policy_metadata(runtime, loaded.model_id, served.engine, loaded.precision)
+    server = PolicyServer(runtime, metadata, config, on_failure=lambda exc: stop.set())
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     endpoint = server.start()
@@ -174,4 +175,7 @@ def run(args: argparse.Namespace) -> int:
         server.stop()
         print(f"vlash serve: stopped; {server.stats.line()}", flush=True)
         sys.stdout.flush()
+    if server.failure is not None:  # non-zero, so a supervisor (systemd, k8s) restarts the server
+        print(f"vlash serve: error: the server stopped: {server.failure!r}", file=sys.stderr, flush=True)
+        return 1
     return 0
