@@ -96,7 +96,8 @@ def demo_figure(results: Mapping[str, RunResult], title: str = ""):
         _latency(axes[joints, c], result)
         axes[0, c].set_title(column_title(mode, result), fontsize=10)
     handles, labels = _legend_entries(fig)
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 5), fontsize=8, frameon=False)
+    columns = min(len(labels), 3 if len(modes) == 1 else 5)  # a one-column figure is 5.5 in wide: 3 entries a row
+    fig.legend(handles, labels, loc="outside lower center", ncol=columns, fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -109,6 +110,6 @@ def plot_demo(results: Mapping[str, RunResult], path: str | Path, title: str = "
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # never crop the legend
     plt.close(fig)
     return path

@@ -1,0 +1,102 @@
+"""What serving costs: the same policy's chunk in process (`PolicyRuntime.run`) and served (`vlash serve` in its
+own process, `PolicyClient.infer` over loopback tcp), interleaved request by request with the same request, seed
+and thread count, so only one of them computes at a time and the machine's drift falls on both alike.
+
+Also prints the server's own breakdown (queue, preprocess, prefill, denoise steps, postprocess) of the served
+requests, so a gap can be attributed: transport + codec = served - server_ms.
+
+    python tools/bench_serving_overhead.py --policy pi05-tiny-sim --threads 1 2 --requests 60 [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from robot_io.client import PolicyClient  # noqa: E402
+from robot_io.protocol import Infer  # noqa: E402
+from tests.serve_process import ServeProcess  # noqa: E402
+
+PROMPT = "touch the red target"
+BREAKDOWN = ("queue_ms", "preprocess_ms", "prefill_ms", "postprocess_ms", "server_ms")
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    a = np.asarray(values)
+    return {"p50": float(np.median(a)), "p99": float(np.percentile(a, 99)), "mean": float(a.mean())}
+
+
+def measure(policy: str, threads: int, requests: int, warmup: int) -> dict:
+    """One interleaved run at `threads` torch threads in both processes."""
+    import torch
+
+    from vlash.runtime.loading import load_runtime
+    from vlash.runtime.policy_runtime import ChunkRequest
+
+    torch.set_num_threads(threads)
+    runtime = load_runtime(policy).runtime
+    size = runtime.config.vision.image_size
+    cameras = runtime.config.camera_names
+    rng = np.random.default_rng(0)
+    server = ServeProcess(["--policy", policy, "--threads", str(threads)])
+    local, served, breakdown = [], [], []
+    try:
+        with PolicyClient(server.endpoint, timeout_s=60.0) as client:
+            client.connect()
+            for i in range(warmup + requests):
+                images = {c: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for c in cameras}
+                state = rng.uniform(-1, 1, runtime.state_dims).astype(np.float32)
+                start = time.perf_counter()
+                runtime.run(ChunkRequest(images, state, PROMPT, seed=i))
+                local_ms = (time.perf_counter() - start) * 1e3
+                start = time.perf_counter()
+                reply = client.infer(Infer(i, i, time.time_ns(), PROMPT, images, state, seed=i))
+                served_ms = (time.perf_counter() - start) * 1e3
+                if i >= warmup:
+                    local.append(local_ms)
+                    served.append(served_ms)
+                    steps = sum(v for k, v in reply.timing_ms.items() if k.startswith("step_"))
+                    breakdown.append({**{k: reply.timing_ms.get(k, 0.0) for k in BREAKDOWN}, "steps_ms": steps})
+                print(f"threads {threads}: {i + 1}/{warmup + requests}", file=sys.stderr, flush=True)
+    finally:
+        server.stop()
+    parts = {k: float(np.median([b[k] for b in breakdown])) for k in (*BREAKDOWN, "steps_ms")}
+    return {"threads": threads, "in_process": _stats(local), "served": _stats(served), "server_breakdown_p50": parts}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", default="pi05-tiny-sim")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--requests", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    rows = [measure(args.policy, t, args.requests, args.warmup) for t in args.threads]
+    load = os.getloadavg()[0]
+    print(f"{args.policy}, {args.requests} interleaved requests per row, {os.cpu_count()} CPUs, load {load:.2f}")
+    print(f"{'threads':>7} {'in-process p50/p99 ms':>22} {'served p50/p99 ms':>20} {'p50 ratio':>9} {'server_ms':>9}")
+    for r in rows:
+        loc, srv = r["in_process"], r["served"]
+        ratio = srv["p50"] / loc["p50"]
+        print(f"{r['threads']:>7} {loc['p50']:>10.1f} / {loc['p99']:<9.1f} {srv['p50']:>8.1f} / {srv['p99']:<9.1f} "
+              f"{ratio:>9.2f} {r['server_breakdown_p50']['server_ms']:>9.1f}")  # fmt: skip
+    for r in rows:
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in r["server_breakdown_p50"].items())
+        print(f"threads {r['threads']} server breakdown (p50): {parts}")
+    if args.json:
+        args.json.write_text(json.dumps({"policy": args.policy, "load": load, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
