@@ -68,5 +68,6 @@ def test_a_bad_checkpoint_fails_in_one_line_and_writes_nothing(tmp_path, capsys,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "vlash convert: error:" in err, err
     assert not out.exists()
-    assert main(["convert", "--from", "openpi-jax", str(tmp_path), "--out", str(out)]) == 2
+    (tmp_path / "empty").mkdir()
+    assert main(["convert", "--from", "openpi-jax", str(tmp_path / "empty"), "--out", str(out)]) == 2
     assert "neither an openpi checkpoint" in capsys.readouterr().err
