@@ -3,10 +3,13 @@ runtimes over them, and a live loopback server."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
+import zmq
 
 from tests.policies.builders import train_wordlevel_tokenizer
 from tests.torch_threads import torch_threads
@@ -63,6 +66,20 @@ def policy_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def relative_policy_dir(tmp_path_factory) -> Path:
     return write_policy(tmp_path_factory.mktemp("relative"), relative=True)
+
+
+@contextmanager
+def raw_dealer(endpoint: str) -> Iterator[zmq.Socket]:
+    """A bare DEALER on `endpoint` (its own Context, LINGER 0): sends bytes no PolicyClient would."""
+    context = zmq.Context()
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(endpoint)
+    try:
+        yield socket
+    finally:
+        socket.close(linger=0)
+        context.term()
 
 
 def start_server(directory: Path, **config) -> PolicyServer:

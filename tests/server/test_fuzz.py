@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robot_io.protocol import Actions, Error, ErrorCode, Infer, Ping, decode, encode
-from tests.server.conftest import PROMPT
+from tests.server.conftest import PROMPT, raw_dealer
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 TIMEOUT_MS = 5000
@@ -22,13 +22,8 @@ STATE = np.array([0.5, 1.0], np.float32)
 
 @pytest.fixture(scope="module")
 def dealer(server):
-    context = zmq.Context()
-    socket = context.socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(server.endpoint)
-    yield socket
-    socket.close(linger=0)
-    context.term()
+    with raw_dealer(server.endpoint) as socket:
+        yield socket
 
 
 def _valid_infer(request_id: int = 1, **kw) -> Infer:

@@ -8,6 +8,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from robot_io.protocol import Error, ErrorCode, Limits, decode, encode
+from tests.server.conftest import raw_dealer
 from tests.server.fake_runtime import METADATA, WAIT_S, FakeRuntime, fake_infer
 from vlash.server.config import ServerConfig
 from vlash.server.server import PolicyServer
@@ -32,13 +33,8 @@ def server():
 
 @pytest.fixture
 def dealer(server):
-    context = zmq.Context()
-    socket = context.socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(server.endpoint)
-    yield socket
-    socket.close(linger=0)
-    context.term()
+    with raw_dealer(server.endpoint) as socket:
+        yield socket
 
 
 def reply(socket: zmq.Socket):

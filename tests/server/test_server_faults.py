@@ -11,6 +11,7 @@ import zmq
 
 from robot_io.client import PolicyClient
 from robot_io.protocol import Actions, Error, ErrorCode, Ping, RemoteError, decode, encode
+from tests.server.conftest import raw_dealer
 from tests.server.fake_runtime import WAIT_S, FakeRuntime, fake_infer, last_reply, start_fake_server
 
 # The 1 KB message: a header whose "type" is a list nested 1000 deep.
@@ -42,13 +43,8 @@ def client(server):
 
 @pytest.fixture
 def dealer(server):
-    context = zmq.Context()
-    socket = context.socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(server.endpoint)
-    yield socket
-    socket.close(linger=0)
-    context.term()
+    with raw_dealer(server.endpoint) as socket:
+        yield socket
 
 
 def answers_ping(socket: zmq.Socket) -> list:

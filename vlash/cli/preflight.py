@@ -12,26 +12,24 @@ from pathlib import Path
 from vlash.errors import ConfigError
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an int >= 1."""
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an int >= 1."""
+    return _int_at_least(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """argparse type: an int >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+    return _int_at_least(text, 0)
 
 
 def check_output_file(path: Path | None, flag: str) -> None:
@@ -59,11 +57,6 @@ def _check_creatable(folder: Path, target: Path, flag: str) -> None:
         raise ConfigError(f"{flag} {str(target)!r}: {str(existing)!r} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{flag} {str(target)!r}: folder {str(existing)!r} is not writable")
-
-
-def check_input(path: Path | None, flag: str) -> None:
-    if path is not None and not path.exists():
-        raise ConfigError(f"{flag} {str(path)!r}: no such file or directory")
 
 
 def check_zmq_bind(endpoint: str, flag: str = "--bind") -> None:

@@ -3,11 +3,11 @@ anything heavy is imported)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from vlash.errors import CheckpointError
-
-LAYOUTS = ("vlash", "lerobot", "openpi")
 
 
 def detect_layout(directory: str | Path) -> str:
@@ -28,3 +28,14 @@ def detect_layout(directory: str | Path) -> str:
         "(LeRobot) or model.safetensors + assets/<id>/norm_stats.json (openpi PyTorch); for openpi JAX params "
         "run `vlash convert --from openpi-jax`"
     )
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A checkpoint's JSON file that holds one object (config.json, pipeline JSONs); CheckpointError naming it."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path} is not a readable JSON file: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    return doc

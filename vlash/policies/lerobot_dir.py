@@ -15,7 +15,6 @@ vlash reproduces the inputs of the release that saved the checkpoint and records
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import torch
 
 from vlash.errors import CheckpointError
 from vlash.policies.checkpoint import TIED_EMBEDDING, load_model, safetensors_keys
+from vlash.policies.layouts import read_json_object
 from vlash.policies.lerobot_pipeline import read_lerobot_pipeline, relative_mask
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.processor import Pi05Processor
@@ -74,13 +74,7 @@ def _read_config(path: Path) -> dict[str, Any]:
     source = path / "config.json"
     if not source.is_file():
         raise CheckpointError(f"{source} not found: a LeRobot checkpoint has config.json next to its processor files")
-    try:
-        doc = json.loads(source.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{source} is not valid JSON: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise CheckpointError(f"{source}: expected a JSON object")
-    return doc
+    return read_json_object(source)
 
 
 def saved_by_lerobot_04(weights: Path) -> bool:

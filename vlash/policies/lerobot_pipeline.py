@@ -19,7 +19,6 @@ Any other step is refused with its name: it may change numbers vlash would not r
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from vlash.errors import CheckpointError
+from vlash.policies.layouts import read_json_object
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.policies.stats_io import read_flat_stats
 
@@ -79,11 +79,7 @@ def _read_pipeline(path: Path) -> list[dict[str, Any]]:
             f"{path} not found: a LeRobot pi0.5 checkpoint has {PREPROCESSOR_JSON} and {POSTPROCESSOR_JSON} "
             "next to config.json"
         )
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path} is not valid JSON: {exc}") from exc
-    steps = doc.get("steps") if isinstance(doc, dict) else None
+    steps = read_json_object(path).get("steps")
     if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
         raise CheckpointError(f"{path}: expected an object with a 'steps' list of objects")
     return steps

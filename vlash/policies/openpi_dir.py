@@ -15,7 +15,6 @@ client's business: vlash serves the model's real action dims.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import torch
 
 from vlash.errors import CheckpointError
 from vlash.policies.checkpoint import load_model
+from vlash.policies.layouts import read_json_object
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.processor import Pi05Processor
@@ -74,10 +74,7 @@ def _reference_config(root: Path) -> dict[str, Any]:
     source = root / "config.json"
     if not source.is_file():
         return {}
-    try:
-        doc = json.loads(source.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{source} is not valid JSON: {exc}") from exc
+    doc = read_json_object(source)
     variants = (doc.get("paligemma_variant", "gemma_2b"), doc.get("action_expert_variant", "gemma_300m"))
     if variants != ("gemma_2b", "gemma_300m"):
         raise CheckpointError(f"{source}: variants {variants}; a full-size pi0.5 is gemma_2b + gemma_300m")

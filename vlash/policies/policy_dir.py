@@ -74,14 +74,11 @@ class CheckpointOptions:
         return [n for n in names if getattr(self, n) is not None and n not in allowed[layout]]
 
 
-def processor_settings(processor: Pi05Processor) -> dict[str, Any]:
-    """What config.yaml's `processor` section stores to rebuild `processor` (its stats and tokenizer aside)."""
-    encoder, transform = processor.prompt_encoder, processor.transform
+def input_settings(processor: Pi05Processor) -> dict[str, Any]:
+    """How `processor` presents images and the prompt (what differs between checkpoint families): the part of
+    config.yaml's `processor` section that `save_policy`'s own arguments do not cover."""
+    encoder = processor.prompt_encoder
     return {
-        "action_dims": processor.action_dims,
-        "state_dims": encoder.state_dims,
-        "relative_mask": None if processor.relative_mask is None else [bool(m) for m in processor.relative_mask],
-        "transform": None if transform is None else transform.to_dict(),
         "antialias": processor.antialias,
         "image_pad_value": processor.image_pad_value,
         "state_in_prompt": encoder.state_in_prompt,
@@ -105,7 +102,7 @@ def save_policy(
     """Write a complete vlash policy directory (plus `extra_files`: name -> text, e.g. a training log);
     an existing one is replaced only once the new one is whole. `relative_mask`: action dims the model
     predicts relative to the state; `transform`: the model's space when it is not the joints (see `Pi05Processor`);
-    `settings`: further processor settings (`processor_settings` of a loaded policy)."""
+    `settings`: how images and the prompt are presented (`input_settings`; defaults: openpi's)."""
     tokenizer_file = Path(tokenizer_file)
     if tokenizer_file.suffix not in TOKENIZER_FILES or not tokenizer_file.is_file():
         raise CheckpointError(
@@ -113,11 +110,11 @@ def save_policy(
         )
     tokenizer_config = tokenizer_file.parent / "tokenizer_config.json"  # may name the BOS token (tokenizer.json)
     processor = {
-        **dict(settings or {}),
         "action_dims": action_dims,
         "state_dims": state_dims,
         "relative_mask": None if relative_mask is None else [bool(m) for m in relative_mask],
         "transform": None if transform is None else transform.to_dict(),
+        **dict(settings or {}),
     }
     doc = {"format": FORMAT, "policy": model.config.to_dict(), "processor": processor, "metadata": metadata or {}}
     with staged_directory(directory) as staging:
@@ -136,18 +133,17 @@ def save_loaded_policy(directory: str | Path, policy: LoadedPolicy, metadata: di
     """Write any loaded policy (LeRobot, openpi, converted) as a vlash policy directory that loads to the same
     model and processor."""
     proc = policy.processor
-    settings = processor_settings(proc)
     return save_policy(
         directory,
         policy.model,
         proc.normalizer,
         proc.prompt_encoder.tokenizer.source,
         action_dims=proc.action_dims,
-        state_dims=settings["state_dims"],
+        state_dims=proc.prompt_encoder.state_dims,
         metadata=metadata if metadata is not None else policy.metadata,
         relative_mask=proc.relative_mask,
         transform=proc.transform,
-        settings=settings,
+        settings=input_settings(proc),
     )
 
 
