@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from robot_io.robots.base import action_vector
+from robot_io.sim.interfaces import ACTION_KIND
 from robot_io.specs import ArraySpec
 
 RECENT_EPISODES = 1000  # outcomes kept in SimRobot.episodes (each holds its events)
@@ -27,11 +28,14 @@ class EpisodeOutcome:
 
 
 class SimRobot:
-    """A simulated task (reach, track, whack, intercept): each `send_action` is one env.step.
+    """A simulated task (reach, track, whack, intercept, hold): each `send_action` is one env.step.
 
-    Episodes restart automatically (seed, seed + 1, ...); `episode_count` and `successes` count them all, and
-    `episodes` keeps the outcomes of the last RECENT_EPISODES (a long run's memory stays bounded). The env is
-    exposed as `env` (a privileged scripted expert can plan from it, see robot_io.testing)."""
+    `settings` (robot_io.sim.SimSettings, e.g. from load_sim_settings) configures the simulator: its action
+    interface decides what an action is and what the state holds (`action_interface`, `action_kind`,
+    `state_names`); `env_options` are more make_env arguments and override it. Episodes restart automatically
+    (seed, seed + 1, ...); `episode_count` and `successes` count them all, and `episodes` keeps the outcomes of
+    the last RECENT_EPISODES (a long run's memory stays bounded). The env is exposed as `env` (a privileged
+    scripted expert can plan from it, see robot_io.testing)."""
 
     holds_position = True  # stepped by send_action: nothing moves while no command arrives
 
@@ -39,12 +43,22 @@ class SimRobot:
         self,
         task: str = "reach",
         seed: int = 0,
-        image_size: int = 96,
+        image_size: int | None = None,
         camera: str = SIM_CAMERA,
         env_options: dict[str, Any] | None = None,
+        settings: Any = None,
     ) -> None:
-        self.task, self.seed, self.image_size, self.camera = task, int(seed), int(image_size), camera
-        self.env_options = dict(env_options or {})  # more make_env arguments (arm, planner, task_config)
+        self.task, self.seed, self.camera = task, int(seed), camera
+        self.settings = settings  # robot_io.sim.SimSettings; None: the simulator's defaults
+        self.env_options = dict(env_options or {})  # more make_env arguments (arm, planner, task_config, ...)
+        if image_size is not None:
+            self.env_options["image_size"] = int(image_size)
+        self.image_size = int(self._setting("image_size", 96))
+        self.action_interface: str = self._setting("action_interface", "position")
+        if self.action_interface not in ACTION_KIND:
+            raise ValueError(
+                f"SimRobot: action_interface must be one of {list(ACTION_KIND)}, got {self.action_interface!r}"
+            )
         self.env: Any = None
         self.episodes: deque[EpisodeOutcome] = deque(maxlen=RECENT_EPISODES)
         self.episode_count = 0  # finished episodes, all of them
@@ -68,7 +82,30 @@ class SimRobot:
                 raise ValueError(f"robot spec {spec!r}: seed {parts[2]!r} is not an integer") from None
         return cls(task=parts[1], **kwargs)
 
+    def _setting(self, name: str, default: Any) -> Any:
+        """A simulator setting as the env will see it: env_options first, then settings, then the default."""
+        if name in self.env_options:
+            return self.env_options[name]
+        return default if self.settings is None else getattr(self.settings, name)
+
     # ------------------------------------------------------------------ features
+    @property
+    def action_kind(self) -> str:
+        """How an executor applies the actions: "absolute" (joint targets), "velocity" or "delta" (EE increments)."""
+        return ACTION_KIND[self.action_interface]
+
+    @property
+    def state_names(self) -> list[str]:
+        """The state's entries: joint positions ("joint0", ...) or the end effector's ("ee_x", "ee_y")."""
+        if self.action_interface == "ee_delta":
+            return ["ee_x", "ee_y"]
+        return [f"joint{i}" for i in range(self._num_joints)]
+
+    @property
+    def action_names(self) -> list[str]:
+        """Each action entry acts on the state entry of the same name (as a target, a velocity or an increment)."""
+        return self.state_names
+
     @property
     def observation_features(self) -> dict[str, ArraySpec]:
         j, s = self._num_joints, self.image_size
@@ -87,6 +124,12 @@ class SimRobot:
         return self._require_env().joint_limits
 
     @property
+    def action_limits(self) -> np.ndarray:
+        """[A, 2] low/high of an action (joint limits, joint speed limits or end-effector step bounds)."""
+        space = self._require_env().action_space
+        return np.stack([space.low, space.high], axis=1).astype(np.float64)
+
+    @property
     def dt(self) -> float:
         return float(self._require_env().dt)
 
@@ -94,8 +137,9 @@ class SimRobot:
     def connect(self) -> None:
         from robot_io.sim import make_env  # gymnasium + OpenCV: only when a simulated robot is used
 
-        self.env = make_env(self.task, seed=self.seed, image_size=self.image_size, **self.env_options)
+        self.env = make_env(self.task, seed=self.seed, settings=self.settings, **self.env_options)
         self._num_joints = self.env.num_joints
+        self.action_interface = self.env.action_interface
         self._reset()
 
     def disconnect(self) -> None:
@@ -117,8 +161,7 @@ class SimRobot:
     def send_action(self, action: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         env = self._require_env()
         command = action_vector(action, self.action_features["action"])
-        limits = env.joint_limits
-        sent = np.clip(command, limits[:, 0], limits[:, 1]).astype(np.float32)
+        sent = np.clip(command, env.action_space.low, env.action_space.high).astype(np.float32)
         self._obs, _, terminated, truncated, info = env.step(sent)
         self._events.extend(info["events"])
         if terminated or truncated:

@@ -1,6 +1,7 @@
 """Measurements of the suite: env speed, render time, expert success vs. reaction delay and execution mode.
 
 python -m robot_io.sim.bench --seeds 100 --delays 0 2 4 6 8 10
+python -m robot_io.sim.bench --seeds 100 --interface-table hold   # expert success per interface and load
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import time
 
 import numpy as np
 
-from robot_io.sim.env import TASKS, ArmEnv
-from robot_io.sim.rollout import expert_success_rate
+from robot_io.sim.disturbance import DisturbanceConfig
+from robot_io.sim.env import TASKS, ArmEnv, make_env
+from robot_io.sim.interfaces import INTERFACES
+from robot_io.sim.rollout import expert_success_rate, run_expert_episode, run_open_loop_episode
 
 
 def step_timings(task: str, image_size: int, steps: int = 3000) -> tuple[float, float, float]:
@@ -47,13 +50,34 @@ def render_ms(image_size: int, frames: int = 2000) -> float:
     return 1e3 * float(np.median(times))
 
 
+def interface_table(task: str, seeds: int, loads: list[float], chunk: int = 10) -> None:
+    """Success of the closed-loop expert and of an open-loop chunked one (plans `chunk` steps from the observed
+    state every `chunk` steps, no delay) per action interface and joint load (kind "load", peak rad/s)."""
+    print(f"{task}: expert success, closed loop / open loop every {chunk} steps, by load [rad/s]")
+    print("interface  " + " ".join(f"{load:>11.2f}" for load in loads))
+    for interface in INTERFACES:
+        cells = []
+        for load in loads:
+            disturbance = DisturbanceConfig("load" if load > 0 else "none", load)
+            env = make_env(task, image_size=16, action_interface=interface, disturbance=disturbance)
+            closed = np.mean([run_expert_episode(env, seed).success for seed in range(seeds)])
+            opened = np.mean([run_open_loop_episode(env, seed, chunk).success for seed in range(seeds)])
+            cells.append(f"{closed:4.2f} / {opened:4.2f}")
+        print(f"{interface:10s} " + " ".join(f"{cell:>11s}" for cell in cells))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=100, help="episodes per task and setting")
     parser.add_argument("--delays", type=int, nargs="+", default=[0, 2, 4, 6, 8, 10], help="delays [steps]")
     parser.add_argument("--image-size", type=int, default=96)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    parser.add_argument("--interface-table", choices=TASKS, help="only: success per action interface and load")
+    parser.add_argument("--loads", type=float, nargs="+", default=[0.0, 0.15, 0.3], help="joint loads [rad/s]")
     args = parser.parse_args(argv)
+    if args.interface_table:
+        interface_table(args.interface_table, args.seeds, args.loads)
+        return
     print(f"render {args.image_size}px: {render_ms(args.image_size):.3f} ms/frame (median)")
     for task in args.tasks:
         steps, expert, reset = step_timings(task, args.image_size)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -13,13 +14,18 @@ import numpy as np
 from robot_io.sim import kinematics
 from robot_io.sim.arm import ArmState, Servo
 from robot_io.sim.config import ArmConfig, PlannerConfig
+from robot_io.sim.disturbance import Unmodelled
 from robot_io.sim.errors import SimActionError, SimConfigError, SimStateError
 from robot_io.sim.expert import expert_plan
+from robot_io.sim.interfaces import ACTION_KIND, make_interface
 from robot_io.sim.planner import PlanLimits
 from robot_io.sim.render import Renderer
+from robot_io.sim.settings import SimSettings
 from robot_io.sim.tasks import TASK_TYPES
 
-TASKS: tuple[str, ...] = ("reach", "track", "whack", "intercept")
+TASKS: tuple[str, ...] = ("reach", "track", "whack", "intercept", "hold")
+# SimSettings fields that make_env also takes as keyword arguments (task overrides go through `settings`)
+SETTING_ARGUMENTS = tuple(f.name for f in dataclasses.fields(SimSettings) if f.name != "task")
 
 
 @dataclass
@@ -32,14 +38,19 @@ class SimSnapshot:
     world: Any  # the task's world (targets, schedule, progress)
     rng_state: dict  # bit-generator state of env.np_random
     done: bool  # the episode had terminated or been truncated
+    action_interface: str = "position"  # the env's action interface (a snapshot restores into the same one)
+    unmodelled: tuple | None = None  # the episode's load and observation channel (Unmodelled.snapshot)
 
 
 class ArmEnv(gym.Env):
-    """Planar 2-joint arm; obs {"image": uint8 [S, S, 3] RGB, "state": float32 [J] joint positions}.
+    """Planar 2-joint arm; obs {"image": uint8 [S, S, 3] RGB, "state": float32 [2]}.
 
-    Actions are absolute joint position targets [J] (clipped to the joint limits; info reports it).
-    Sparse reward: 1.0 on the last step of a successful episode (reach/intercept terminate when
-    solved, track/whack are judged at max_steps), else 0.0.
+    `settings.action_interface` says what an action is and what "state" holds (robot_io.sim.interfaces):
+    position (default): absolute joint targets [J], state = joint positions; velocity: joint velocities [J],
+    state = joint positions; ee_delta: end-effector increments [2], state = end-effector [x, y]. Out-of-range
+    actions are clipped (info reports it). Sparse reward: 1.0 on the last step of a successful episode
+    (reach/intercept/hold terminate when solved, track/whack are judged at max_steps), else 0.0.
+    Explicit image_size / arm / planner arguments override those of `settings`.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
@@ -48,37 +59,51 @@ class ArmEnv(gym.Env):
         self,
         task: str = "reach",
         seed: int | None = 0,
-        image_size: int = 96,
+        image_size: int | None = None,
         arm: ArmConfig | None = None,
         planner: PlannerConfig | None = None,
         task_config: Any = None,
         render_mode: str | None = None,
+        settings: SimSettings | None = None,
     ) -> None:
         if task not in TASK_TYPES:
             raise SimConfigError(f"unknown task {task!r}; choose one of {TASKS}")
         if render_mode not in (None, "rgb_array"):
             raise SimConfigError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        self.arm_config = arm or ArmConfig()
-        self.limits = PlanLimits.from_configs(self.arm_config, planner or PlannerConfig())
+        if not isinstance(settings, SimSettings | None):
+            raise SimConfigError(f"settings must be a SimSettings (see load_sim_settings), got {settings!r:.80}")
+        given = {"image_size": image_size, "arm": arm, "planner": planner}
+        settings = dataclasses.replace(settings or SimSettings(), **{k: v for k, v in given.items() if v is not None})
+        self.settings = settings
+        self.arm_config = settings.arm
+        self.limits = PlanLimits.from_configs(self.arm_config, settings.planner)
         task_type = TASK_TYPES[task]
-        config = task_config if task_config is not None else task_type.config_type()
-        if not isinstance(config, task_type.config_type):
-            raise SimConfigError(f"task_config for {task!r} must be {task_type.config_type.__name__}, got {config!r}")
-        self.task = task_type(config, self.arm_config, self.limits)
+        if task_config is not None and not isinstance(task_config, task_type.config_type):
+            raise SimConfigError(
+                f"task_config for {task!r} must be {task_type.config_type.__name__}, got {task_config!r}"
+            )
+        self.task = task_type(
+            settings.task_config(task, task_type.config_type, task_config), self.arm_config, self.limits
+        )
         self.render_mode = render_mode
         self._servo = Servo(self.arm_config)
-        self._renderer = Renderer(image_size, self.arm_config)
+        self.interface = make_interface(settings.action_interface, self.arm_config, self._servo)
+        self._renderer = Renderer(settings.image_size, self.arm_config)
         self._init_seed = seed
         self._state: ArmState | None = None
         self._world: Any = None
         self._step = 0
         self._done = False
         self._image: np.ndarray | None = None
-        low, high = (self._servo.limits[:, i].astype(np.float32) for i in (0, 1))
-        self.action_space = gym.spaces.Box(low, high, dtype=np.float32)
+        size, (low, high) = settings.image_size, self.interface.state_bounds()
+        self._unmodelled = Unmodelled(
+            settings.disturbance, settings.sensor_noise, settings.observation_latency, self.arm_config,
+            self.task.max_steps * self.dt, (low, high),
+        )  # fmt: skip
+        self.action_space = gym.spaces.Box(*self.interface.action_bounds(), dtype=np.float32)
         self.observation_space = gym.spaces.Dict(
             {
-                "image": gym.spaces.Box(0, 255, (image_size, image_size, 3), dtype=np.uint8),
+                "image": gym.spaces.Box(0, 255, (size, size, 3), dtype=np.uint8),
                 "state": gym.spaces.Box(low, high, dtype=np.float32),
             }
         )
@@ -113,6 +138,21 @@ class ArmEnv(gym.Env):
         return self.task.name
 
     @property
+    def action_interface(self) -> str:
+        """What an action is: "position", "velocity" or "ee_delta" (robot_io.sim.interfaces)."""
+        return self.interface.name
+
+    @property
+    def action_kind(self) -> str:
+        """How a chunk executor treats the actions: ACTION_KIND[action_interface]."""
+        return ACTION_KIND[self.interface.name]
+
+    @property
+    def state_names(self) -> list[str]:
+        """Names of the observed state's entries: ["joint0", "joint1"] or ["ee_x", "ee_y"]."""
+        return self.interface.state_names
+
+    @property
     def world(self) -> Any:
         """The task's world (read it, do not modify it): targets, schedules, progress."""
         return self._require_world()
@@ -132,6 +172,10 @@ class ArmEnv(gym.Env):
         q_init = np.array([rng.uniform(-math.pi, math.pi), elbow * rng.uniform(0.7, 2.2)])
         self._state = ArmState.at_rest(q_init)
         self._world = self.task.sample(rng, q_init)
+        self.interface.reset(self._state)
+        if seed is None and self._unmodelled.randomized:  # from a copy: the worlds of later resets stay the same
+            seed = int(copy.deepcopy(self.np_random).integers(2**63 - 1))
+        self._unmodelled.reset(seed)  # generators of its own, derived from the episode seed
         self._step, self._done = 0, False
         events = self.task.initial_events(self._world)
         return self._observe(), self._info(events, clipped=False)
@@ -140,9 +184,8 @@ class ArmEnv(gym.Env):
         state = self._require_state()
         if self._done:
             raise SimStateError("step() after the episode ended; call reset()")
-        command = self._validate_action(action)
-        clipped_command = self._servo.clip_command(command)
-        self._servo.step(state, clipped_command)
+        action = self._validate_action(action)
+        clipped = self.interface.apply(state, action, self._unmodelled.bias(self._step))
         self._step += 1
         ee_xy = kinematics.forward(state.q, self.arm_config.link_lengths)
         events = self.task.update(self._world, self._step, ee_xy)
@@ -150,10 +193,11 @@ class ArmEnv(gym.Env):
         truncated = not terminated and self._step >= self.max_steps
         self._done = terminated or truncated
         reward = float(self._done and self.task.success(self._world))
-        info = self._info(events, clipped=bool(np.any(clipped_command != command)))
+        info = self._info(events, clipped=clipped)
         return self._observe(), reward, terminated, truncated, info
 
     def render(self) -> np.ndarray | None:
+        """The scene now (with observation latency, obs["image"] is older)."""
         if self.render_mode != "rgb_array":
             return None
         return None if self._image is None else self._image.copy()
@@ -168,17 +212,25 @@ class ArmEnv(gym.Env):
             world=copy.deepcopy(self._world),
             rng_state=copy.deepcopy(self.np_random.bit_generator.state),
             done=self._done,
+            action_interface=self.interface.name,
+            unmodelled=self._unmodelled.snapshot(),
         )
 
     def restore(self, snapshot: SimSnapshot) -> dict:
         """Go back to `snapshot` (taken from an env of the same task); returns the observation there."""
         if not isinstance(snapshot, SimSnapshot) or snapshot.task != self.task.name:
             raise SimStateError(f"restore: expected a SimSnapshot of task {self.task.name!r}, got {snapshot!r:.80}")
+        if snapshot.action_interface != self.interface.name:
+            raise SimStateError(
+                f"restore: snapshot of a {snapshot.action_interface!r} env into a {self.interface.name!r} one"
+            )
         self._state = snapshot.arm.copy()
+        if snapshot.unmodelled is not None:
+            self._unmodelled.restore(snapshot.unmodelled)
         self._world = copy.deepcopy(snapshot.world)
         self._step, self._done = snapshot.step_index, snapshot.done
         self.np_random.bit_generator.state = copy.deepcopy(snapshot.rng_state)
-        return self._observe()
+        return self._observe(record=False)
 
     def expert_chunk(
         self,
@@ -188,26 +240,27 @@ class ArmEnv(gym.Env):
         velocity: np.ndarray | None = None,
         info_delay: int = 0,
     ) -> np.ndarray:
-        """The scripted expert's plan: float32 [horizon, J] absolute joint targets for control steps
-        step_index + start_offset + i, planned as if the arm's commanded joint position at the start
-        were `state`, moving at `velocity`. Defaults: the last command (the servo tracks it; it is
-        within ~0.03 rad of obs["state"]) and the measured joint velocity. Planning from the last
-        command rather than the measured position keeps the servo's tracking lag out of the plan
-        (replanning from measured positions feeds the lag back through the servo's feed-forward).
-        Only what is visible at step_index - info_delay is used, never later pop-ups (info_delay > 0
+        """The scripted expert's plan as float32 [horizon, A] actions of the env's interface for control steps
+        step_index + start_offset + i: joint targets c_i (position), (c_i - c_{i-1}) / dt (velocity) or
+        fk(c_i) - fk(c_{i-1}) (ee_delta), planned from the planning state c_{-1} = `state` (in state units: joint
+        positions, or an end-effector position that IK maps nearest the arm's configuration) moving at joint
+        velocity `velocity`. Defaults: the last command (position, ee_delta: the servo tracks it within ~0.03 rad
+        of the measured position; planning from measured positions would feed the servo's lag back through its
+        feed-forward), the measured position (velocity: there is no position command), and the drive's joint
+        velocity. Only what is visible at step_index - info_delay is used, never later pop-ups (info_delay > 0
         gives an expert that perceives events late: a pure reaction latency). The env is not modified."""
         arm = self._require_state()
         if not (isinstance(horizon, int | np.integer) and horizon >= 1):
             raise SimConfigError(f"expert_chunk: horizon must be an int >= 1, got {horizon!r}")
         if not (isinstance(start_offset, int | np.integer) and start_offset >= 0):
             raise SimConfigError(f"expert_chunk: start_offset must be an int >= 0, got {start_offset!r}")
-        c = arm.command if state is None else self._validate_action(state, "state")
+        c = self.interface.plan_start(arm, None if state is None else self._validate_action(state, "state"))
         v = arm.qd if velocity is None else self._validate_action(velocity, "velocity")
         if not (isinstance(info_delay, int | np.integer) and info_delay >= 0):
             raise SimConfigError(f"expert_chunk: info_delay must be an int >= 0, got {info_delay!r}")
         first, visible = self._step + int(start_offset), self._step - int(info_delay)
         plan = expert_plan(self.task, self._world, self.limits, c, v, first, visible, int(horizon))
-        return plan.astype(np.float32)
+        return self.interface.to_actions(c, plan).astype(np.float32)
 
     def expert_action(self) -> np.ndarray:
         """The closed-loop expert's next action: expert_chunk(1)[0]."""
@@ -225,16 +278,17 @@ class ArmEnv(gym.Env):
 
     def _validate_action(self, action: Any, name: str = "action") -> np.ndarray:
         value = np.asarray(action, dtype=np.float64)
-        if value.shape != (self.num_joints,):
-            raise SimActionError(f"{name}: expected shape ({self.num_joints},), got {value.shape}")
+        if value.shape != self.action_space.shape:
+            raise SimActionError(f"{name}: expected shape {self.action_space.shape}, got {value.shape}")
         if not np.all(np.isfinite(value)):
             raise SimActionError(f"{name}: contains NaN or inf: {value.tolist()}")
         return value
 
-    def _observe(self) -> dict:
+    def _observe(self, record: bool = True) -> dict:
+        """The observation now; with noise or latency, the one the channel shows (record=False: without capturing)."""
         state = self._require_state()
         self._image = self._renderer.draw(state.q, self.task.draw_items(self._world, self._step))
-        return {"image": self._image, "state": state.q.astype(np.float32)}
+        return self._unmodelled.observe({"image": self._image, "state": self.interface.observe(state)}, record)
 
     def _info(self, events: list, clipped: bool) -> dict:
         state = self._require_state()
@@ -250,9 +304,16 @@ class ArmEnv(gym.Env):
         }
 
 
-def make_env(task: str, seed: int | None = 0, image_size: int = 96, **kwargs: Any) -> ArmEnv:
-    """Build an ArmEnv for one of TASKS; extra keyword arguments go to ArmEnv (arm, planner, task_config)."""
-    return ArmEnv(task=task, seed=seed, image_size=image_size, **kwargs)
+def make_env(task: str, seed: int | None = 0, settings: SimSettings | None = None, **kwargs: Any) -> ArmEnv:
+    """Build an ArmEnv for one of TASKS from `settings` (None: the defaults). Keyword arguments named like a
+    SimSettings field (image_size, arm, planner, action_interface, disturbance, sensor_noise, observation_latency)
+    override it; task_config and render_mode go to ArmEnv."""
+    if not isinstance(settings, SimSettings | None):
+        raise SimConfigError(f"make_env: settings must be a SimSettings (see load_sim_settings), got {settings!r:.80}")
+    fields = {name: kwargs.pop(name) for name in SETTING_ARGUMENTS if name in kwargs}
+    if fields:
+        settings = dataclasses.replace(settings or SimSettings(), **fields)
+    return ArmEnv(task=task, seed=seed, settings=settings, **kwargs)
 
 
 GYM_IDS: dict[str, str] = {task: f"vlash/{task.capitalize()}-v0" for task in TASKS}

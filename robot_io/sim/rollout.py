@@ -18,8 +18,8 @@ class EpisodeResult:
     steps: int  # control steps taken
     events: list[dict[str, Any]] = field(default_factory=list)  # all events, reset's included
     final_info: dict[str, Any] = field(default_factory=dict)  # info of the last step
-    actions: np.ndarray | None = None  # [steps, J] commanded targets
-    states: np.ndarray | None = None  # [steps + 1, J] observed joint positions
+    actions: np.ndarray | None = None  # [steps, A] actions sent (in the env's action interface)
+    states: np.ndarray | None = None  # [steps + 1, S] observed states
 
 
 def run_expert_episode(env: ArmEnv, seed: int, reaction_delay: int = 0) -> EpisodeResult:
@@ -37,6 +37,23 @@ def run_expert_episode(env: ArmEnv, seed: int, reaction_delay: int = 0) -> Episo
         events.extend(info["events"])
         actions.append(action)
         states.append(obs["state"])
+    return EpisodeResult(info["success"], env.step_index, events, info, np.array(actions), np.array(states))
+
+
+def run_open_loop_episode(env: ArmEnv, seed: int, chunk: int = 10) -> EpisodeResult:
+    """Run one episode with the expert planning `chunk` steps from the observed state every `chunk` steps and
+    executing them open loop (no inference delay): how far an unmodelled load drifts a plan between updates."""
+    obs, info = env.reset(seed=seed)
+    events, actions, states = list(info["events"]), [], [obs["state"]]
+    terminated = truncated = False
+    while not (terminated or truncated):
+        for action in env.expert_chunk(chunk, state=obs["state"]):
+            obs, _, terminated, truncated, info = env.step(action)
+            events.extend(info["events"])
+            actions.append(action)
+            states.append(obs["state"])
+            if terminated or truncated:
+                break
     return EpisodeResult(info["success"], env.step_index, events, info, np.array(actions), np.array(states))
 
 

@@ -50,6 +50,32 @@ def test_sim_robot_steps_once_per_action_and_restarts_episodes():
     robot.disconnect()
 
 
+@pytest.mark.sim
+def test_sim_robot_follows_the_settings_action_interface():
+    from robot_io.sim import load_sim_settings
+
+    settings = load_sim_settings(None, ["action_interface=velocity", "image_size=32"])
+    robot = SimRobot("hold", seed=1, settings=settings)
+    assert robot.action_interface == "velocity" and robot.action_kind == "velocity" and robot.image_size == 32
+    assert robot.state_names == robot.action_names == ["joint0", "joint1"]  # known before connect
+    robot.connect()
+    assert robot.env.action_interface == "velocity" and robot.observation_features["images.base_0_rgb"].shape[0] == 32
+    np.testing.assert_allclose(robot.action_limits, [[-3.0, 3.0], [-3.0, 3.0]])
+    sent = robot.send_action({"action": np.array([5.0, -0.5], np.float32)})["action"]
+    assert sent.tolist() == [3.0, -0.5]  # clipped to the joint speed limit, not to the joint limits
+    for _ in range(200):
+        robot.send_action({"action": robot.env.expert_action()})
+        if robot.episodes:
+            break
+    assert robot.episodes[0].success and [e["kind"] for e in robot.episodes[0].events][-1] == "hold"
+    ee = SimRobot("reach", seed=3, env_options={"action_interface": "ee_delta"}, settings=settings)
+    assert ee.action_interface == "ee_delta" and ee.state_names == ["ee_x", "ee_y"] and ee.action_kind == "delta"
+    ee.connect()
+    obs = ee.get_observation()
+    np.testing.assert_allclose(obs["state"], ee.env.arm_state.ee_target, atol=1e-6)  # the end effector
+    assert ee.send_action({"action": np.array([1.0, 0.0], np.float32)})["action"][0] == pytest.approx(0.13)
+
+
 class FakeLeRobot:
     """The LeRobot Robot interface: flat '<joint>.pos' and camera features."""
 

@@ -8,10 +8,6 @@ import pytest
 from robot_io.sim import TASKS, make_env
 from robot_io.sim.rollout import run_expert_episode
 from robot_io.sim.tasks.whack import HIT
-from vlash.eval.episode import EpisodeRunner
-from vlash.eval.metrics import boundary_jump
-from vlash.eval.modes import ExecutionConfig
-from vlash.eval.policies import OraclePolicy
 
 SEEDS = range(40)
 
@@ -96,27 +92,3 @@ def test_reacting_late_fails_measurably(task, late):
     on_time = np.mean([run_expert_episode(env, s).success for s in seeds])
     delayed = np.mean([run_expert_episode(env, s, reaction_delay=late).success for s in seeds])
     assert on_time >= 0.95 and delayed <= on_time - 0.3, (on_time, delayed)
-
-
-def _chunked(env, seed: int, mode: str, delay: int):
-    """The scripted expert as a chunking policy in the evaluation harness (execution horizon 10)."""
-    cfg = ExecutionConfig(mode, delay, execution_horizon=10)
-    return EpisodeRunner(env, OraclePolicy(), cfg).run(seed)
-
-
-def test_sync_execution_with_inference_delay_fails_on_track():
-    env = make_env("track", image_size=32)
-    seeds = range(12)
-    fast = np.mean([_chunked(env, s, "sync", 0).success for s in seeds])
-    slow = np.mean([_chunked(env, s, "sync", 6).success for s in seeds])
-    future = np.mean([_chunked(env, s, "vlash", 6).success for s in seeds])
-    assert fast >= 0.9 and future >= 0.9 and slow <= 0.3, (fast, slow, future)
-
-
-def test_naive_async_jumps_at_chunk_boundaries_and_future_state_does_not():
-    env = make_env("whack", image_size=32)
-    jumps = {}
-    for mode in ("naive", "vlash"):
-        traces = [_chunked(env, s, mode, 4) for s in range(4)]
-        jumps[mode] = max(boundary_jump(np.stack(t.commands), t.switch_steps) for t in traces)
-    assert jumps["naive"] > 4 * jumps["vlash"], jumps

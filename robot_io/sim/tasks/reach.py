@@ -88,7 +88,7 @@ class ReachTask(Task):
             ee = kinematics.forward(c, self.links)
             if np.hypot(*(positions[goal] - ee)) <= cfg.touch_radius:
                 return True
-            if np.min(np.hypot(*(others - ee).T)) <= cfg.touch_radius + cfg.path_clearance:
+            if others.size and np.min(np.hypot(*(others - ee).T)) <= cfg.touch_radius + cfg.path_clearance:
                 return False
         return False
 
