@@ -13,7 +13,7 @@ import numpy as np
 
 from robot_io.errors import ProtocolError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: final ACTIONS may be short (the early stop); delay_steps counts chunk indices
 SCHEDULES = ("constant", "horizon-aware")  # flow-sampling schedules a request may ask for
 
 
@@ -108,17 +108,21 @@ class Infer:
     state: np.ndarray  # float32 [state_dim], robot units
     future_state: np.ndarray | None = None  # float32 [state_dim]; plan from this instead of `state`
     prefix: np.ndarray | None = None  # float32 [d, action_dim]: committed actions, returned bit-exact
-    delay_steps: int = 0  # inference delay d in control steps
+    delay_steps: int = 0  # chunk indices the robot runs before this chunk takes over: d control steps * q
     schedule: str | None = None  # None: server default; else one of SCHEDULES
     guidance: np.ndarray | None = None  # float32 [n, action_dim]: previous chunk's leftover (guided RTC)
-    execution_horizon: int | None = None  # s: actions executed before the next chunk takes over
+    # s, in chunk indices: actions executed after the prefix before the next chunk takes over (guided RTC's s;
+    # with the horizon-aware schedule the final ACTIONS may then stop at row len(prefix) + s, see Actions)
+    execution_horizon: int | None = None
     seed: int | None = None  # noise seed; None: server chooses
 
 
 @dataclass
 class Actions:
-    """Server -> client: actions[start:start+n] of the chunk are final. The last message has final=True
-    and carries the whole chunk (start=0, n=chunk_length) plus the full timing breakdown."""
+    """Server -> client: actions[start:start+n] of the chunk are final. The last message has final=True and
+    carries rows [0, m) of the chunk plus the full timing breakdown: m = chunk_length, or 1 <= m < chunk_length
+    when a horizon-aware request with an execution_horizon stopped sampling early; rows past m were never sampled
+    (docs/PROTOCOL.md, ACTIONS)."""
 
     request_id: int
     start: int  # chunk index of actions[0]

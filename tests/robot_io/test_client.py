@@ -141,6 +141,32 @@ def test_submit_and_poll_stream_partial_then_final_actions(server):
         assert client.pending == () and client.poll(0.0) is None
 
 
+def reply_with_a_short_chunk(message):
+    """A server whose sampling stopped early: the final ACTIONS carries rows [0, 5) of the H = 8 chunk."""
+    if isinstance(message, Infer):
+        chunk = np.arange(5 * A, dtype=np.float32).reshape(5, A)
+        rid, step = message.request_id, message.step_index
+        return [
+            Actions(rid, 0, chunk[:2], False, H, step, {}),
+            Actions(rid, 0, chunk, True, H, step, {"total_ms": 1.0}),
+        ]
+    return reply_normally(message)
+
+
+def test_a_final_chunk_shorter_than_the_chunk_length_is_delivered(endpoint):
+    server = FakeServer(endpoint, reply_with_a_short_chunk)
+    try:
+        with PolicyClient(server.endpoint, timeout_s=5.0) as client:
+            final = client.infer(make_infer(4))
+            assert (final.start, final.actions.shape, final.chunk_length) == (0, (5, A), H)
+            client.submit(make_infer(5))
+            partial, final = poll_until(client), poll_until(client)
+            assert not partial.final and final.final and final.actions.shape == (5, A)
+            assert client.pending == () and client.counters["bad"] == 0
+    finally:
+        server.close()
+
+
 def test_infer_blocks_for_the_final_chunk_and_skips_partials(server):
     with PolicyClient(server.endpoint) as client:
         actions = client.infer(make_infer(3))

@@ -157,7 +157,7 @@ def test_big_endian_arrays_are_sent_little_endian():
 @pytest.mark.parametrize(
     ("change", "code", "match"),
     [
-        ({"v": 2}, ErrorCode.BAD_VERSION, "version 2"),
+        ({"v": 1}, ErrorCode.BAD_VERSION, "version 1"),
         ({"v": "1"}, ErrorCode.BAD_MESSAGE, "version"),
         ({"type": "EXPLODE"}, ErrorCode.BAD_MESSAGE, "unknown message type"),
         ({"type": 5}, ErrorCode.BAD_MESSAGE, "unknown message type"),
@@ -236,13 +236,34 @@ def test_size_limits_are_enforced_before_parsing():
     assert_refused([object()], ErrorCode.BAD_MESSAGE, "not a buffer")
 
 
+FINAL_ROWS = r"final ACTIONS must carry rows \[0, m\) with 1 <= m <= 10"
+
+
 @pytest.mark.parametrize(
     ("start", "rows", "final", "match"),
-    [(8, 3, False, "exceed chunk_length"), (0, 5, True, "whole chunk"), (3, 0, False, "at least one")],
+    [
+        (8, 3, False, "exceed chunk_length"),
+        (3, 0, False, "at least one"),
+        (2, 3, True, FINAL_ROWS),  # a final message starts at row 0
+        (2, 8, True, FINAL_ROWS),  # ... even when it ends at the chunk's end
+        (0, 0, True, FINAL_ROWS),  # and carries at least one row
+        (0, 11, True, "exceed chunk_length"),  # and at most chunk_length
+    ],
 )
 def test_actions_ranges_are_checked(start, rows, final, match):
+    message = Actions(1, start, np.zeros((rows, 3), np.float32), final, 10, 0)
     with pytest.raises(MessageError, match=match):
-        encode(Actions(1, start, np.zeros((rows, 3), np.float32), final, 10, 0))
+        encode(message)
+    assert_refused(encode(message, validate=False), ErrorCode.BAD_VALUE, match)  # refused on receipt too
+
+
+@pytest.mark.parametrize("rows", [1, 7, 10])
+def test_a_final_actions_may_carry_fewer_rows_than_the_chunk(rows):
+    """Rows [0, m) of a chunk whose sampling stopped early (a horizon-aware request with an execution horizon)."""
+    actions = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)
+    decoded = decode([bytes(f) for f in encode(Actions(1, 0, actions, True, 10, 4, {"total_ms": 2.0}))])
+    assert (decoded.start, decoded.final, decoded.chunk_length) == (0, True, 10)
+    assert decoded.actions.tobytes() == actions.tobytes()
 
 
 def test_error_code_and_metadata_fields_are_checked():

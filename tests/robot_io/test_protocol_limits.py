@@ -11,6 +11,7 @@ import pytest
 import zmq
 
 from robot_io.protocol import (
+    PROTOCOL_VERSION,
     CameraSpec,
     ErrorCode,
     Infer,
@@ -31,7 +32,7 @@ def nested(depth: int) -> bytes:
 
 
 def header(type_bytes: bytes = b"\xa4PING", body: bytes = b"\x82\xa7sent_ns\x01\xa9server_ns\xc0") -> bytes:
-    return b"\x84\xa1v\x01\xa4type" + type_bytes + b"\xa4body" + body + b"\xa6arrays\x90"
+    return b"\x84\xa1v" + bytes([PROTOCOL_VERSION]) + b"\xa4type" + type_bytes + b"\xa4body" + body + b"\xa6arrays\x90"
 
 
 @pytest.mark.parametrize("depth", [MAX_HEADER_DEPTH, 100, 1000, 1020])

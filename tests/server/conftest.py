@@ -83,7 +83,7 @@ def raw_dealer(endpoint: str) -> Iterator[zmq.Socket]:
 
 
 def start_server(directory: Path, **config) -> PolicyServer:
-    runtime = make_runtime(directory)
+    runtime = make_runtime(directory, schedule=config.get("schedule", "constant"))
     config.setdefault("bind", "tcp://127.0.0.1:0")
     server = PolicyServer(runtime, policy_metadata(runtime, "micro", "torch", "fp32"), ServerConfig(**config))
     server.start()

@@ -40,7 +40,8 @@ class FakeStream:
             while not gate.wait(0.005):  # released by the test; meanwhile a cancel ends the request
                 self.hook("step")
         actions = np.full((H, J), self.runtime.output_value(self.request_id), np.float32)
-        self.result = SimpleNamespace(actions=actions, timing_ms={"first_action_ms": 0.0, "total_ms": 0.0}, step_ms=[])
+        timing = {"first_action_ms": 0.0, "total_ms": 0.0}
+        self.result = SimpleNamespace(actions=actions, timing_ms=timing, step_ms=[], final_rows=H)
         return iter(())
 
 
@@ -61,6 +62,9 @@ class FakeRuntime:
 
     def stream(self, request, hook) -> FakeStream:
         return FakeStream(self, int(request.seed), hook)  # the request id travels as the seed (see infer())
+
+    def rows_needed(self, request) -> int:
+        return H  # the whole chunk, as PolicyRuntime for every request without the horizon-aware early stop
 
     def gate(self, request_id: int) -> threading.Event:
         with self._cond:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from robot_io.protocol import Infer
 from tests.server.conftest import PROMPT, STEPS, image, make_runtime
 from vlash.eval.policies import ModelPolicy
-from vlash.eval.requests import GuidanceRequest, PlanRequest
 from vlash.policies.pi05.processor import Observation
 from vlash.policies.policy_dir import load_policy
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
@@ -96,42 +96,61 @@ def test_relative_policy_returns_absolute_actions_from_the_planning_state(runtim
     assert not np.allclose(relative, absolute + STATE, atol=1e-3)  # planned from the future state, not `state`
 
 
-def _reference_plan(policy, request: PlanRequest, num_steps: int) -> np.ndarray:
+def _reference_plan(policy, infer: Infer, num_steps: int) -> np.ndarray:
     """The evaluation harness's request -> chunk path as it was before it moved to PolicyRuntime."""
     cfg, proc = policy.config, policy.processor
 
     def model_actions(actions):
         padded = np.zeros((len(actions), cfg.action_dim), np.float32)
-        padded[:, :2] = proc.to_model_actions(actions, request.state)
+        padded[:, :2] = proc.to_model_actions(actions, infer.state)
         return torch.from_numpy(padded)[None]
 
-    obs = Observation(images={cfg.camera_names[0]: request.image}, state=request.state, prompt=request.instruction)
+    obs = Observation(images=infer.images, state=infer.state, prompt=infer.prompt)
     with torch.no_grad():
         cache = policy.model.prefill(proc.preprocess([obs]))
-    noise = torch.randn(1, cfg.action_horizon, cfg.action_dim, generator=torch.Generator().manual_seed(request.seed))
-    g, kwargs, guidance = request.guidance, {}, None
-    if g is not None:
-        guidance = GuidanceConfig(execution_horizon=g.execution_horizon, max_weight=5.0)
-        kwargs = {"guidance_target": model_actions(g.target), "guidance_delay": g.delay}
-    if request.prefix is not None:
-        kwargs["prefix"] = model_actions(request.prefix)
-    sampler = FlowSampler(SamplerConfig(num_steps=num_steps, schedule=request.schedule, guidance=guidance))
+    noise = torch.randn(1, cfg.action_horizon, cfg.action_dim, generator=torch.Generator().manual_seed(infer.seed))
+    kwargs, guidance = {}, None
+    if infer.guidance is not None:
+        guidance = GuidanceConfig(execution_horizon=infer.execution_horizon, max_weight=5.0)
+        kwargs = {"guidance_target": model_actions(infer.guidance), "guidance_delay": infer.delay_steps}
+    if infer.prefix is not None:
+        kwargs["prefix"] = model_actions(infer.prefix)
+    schedule = infer.schedule or "constant"
+    sampler = FlowSampler(SamplerConfig(num_steps=num_steps, schedule=schedule, guidance=guidance))
     result = sampler.sample(lambda x, tau: policy.model.denoise_step(x, tau, cache), noise, **kwargs)
-    actions = proc.postprocess(result.actions, request.state[None])[0]
-    if request.prefix is not None:
-        actions[: len(request.prefix)] = request.prefix
+    actions = proc.postprocess(result.actions, infer.state[None])[0]
+    if infer.prefix is not None:
+        actions[: len(infer.prefix)] = infer.prefix
     return actions.astype(np.float32)
 
 
 def test_model_policy_goes_through_the_runtime_and_matches_the_old_path(relative_policy_dir):
     model_policy = ModelPolicy(load_policy(relative_policy_dir), num_steps=STEPS)
-    base = PlanRequest(image=image(model_policy.runtime), state=STATE, instruction=PROMPT, seed=3)
+    plan = model_policy.planner(None, None, 1)  # the model needs neither the simulator nor the commanded action
+    images = {model_policy.camera: image(model_policy.runtime)}
+    base = Infer(1, 0, 0, PROMPT, images, STATE, seed=3)
     target = np.tile(np.array([[2.0, 1.0]], np.float32), (model_policy.horizon, 1))
     requests = [
         base,
         replace(base, schedule="horizon-aware", prefix=np.array([[0.4, 0.6], [0.5, 0.7]], np.float32)),
-        replace(base, guidance=GuidanceRequest(target, delay=2, execution_horizon=10)),
+        replace(base, guidance=target, delay_steps=2, execution_horizon=10),
     ]
-    for request in requests:
-        expected = _reference_plan(model_policy.policy, request, STEPS)
-        np.testing.assert_array_equal(model_policy.plan(request).actions, expected)
+    for infer in requests:
+        expected = _reference_plan(model_policy.policy, infer, STEPS)
+        np.testing.assert_array_equal(plan(infer).actions, expected)
+
+
+def test_a_request_from_an_infer_carries_every_field_and_drops_an_empty_prefix():
+    images = {"base_0_rgb": np.zeros((4, 4, 3), np.uint8)}
+    guidance, future = np.ones((3, 2), np.float32), np.array([1.0, 2.0], np.float32)
+    infer = Infer(
+        1, 2, 3, "go", images, STATE, future, np.zeros((0, 2), np.float32), 4, "horizon-aware", guidance, 6, 9
+    )
+    request = ChunkRequest.from_infer(infer)
+    assert request.prefix is None and request.planning_state is future
+    assert (request.prompt, request.delay_steps, request.schedule, request.execution_horizon, request.seed) == (
+        "go", 4, "horizon-aware", 6, 9
+    )  # fmt: skip
+    assert request.images is images and request.state is STATE and request.guidance is guidance
+    prefix = np.ones((2, 2), np.float32)
+    assert ChunkRequest.from_infer(replace(infer, prefix=prefix)).prefix is prefix

@@ -10,7 +10,11 @@ Usage:
     stream = runtime.stream(ChunkRequest(images={"base_0_rgb": img}, state=q, prompt="pick"))
     for piece in stream:      # ChunkPiece: actions [start, start + n) are final
         send(piece)
-    result = stream.result    # ChunkResult: the whole chunk + timing breakdown
+    result = stream.result    # ChunkResult: the chunk (rows [0, final_rows) final) + timing breakdown
+
+Horizon-aware early stop: a horizon-aware request that carries `execution_horizon` s stops sampling once indices
+[0, len(prefix) + s) are final (the robot runs no more of this chunk before the next one takes over), which frees
+the engine sooner; its result then has fewer than H final rows.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from robot_io.protocol import Infer
 from vlash.engines.base import Engine
 from vlash.errors import ShapeError
 from vlash.generator_run import GeneratorRun
@@ -42,12 +47,34 @@ class ChunkRequest:
     delay_steps: int = 0  # d of guided RTC without a prefix (indices frozen while the chunk is computed)
     schedule: str | None = None  # "constant" | "horizon-aware"; None: the runtime's default
     guidance: np.ndarray | None = None  # [n, J] previous chunk's leftover at indices [0, n): guided RTC
-    execution_horizon: int | None = None  # RTC s (indices >= H - s unguided); None: H - n
+    # s in chunk indices (the robot's control steps times its quantization): the indices of this chunk the robot
+    # runs after the prefix before the next chunk takes over. Guided RTC: indices >= H - s are unguided (None:
+    # H - n). Horizon-aware schedule: sampling stops once indices [0, len(prefix) + s) are final, so the result
+    # may have fewer than H final rows (None: the whole chunk). Ignored by the constant schedule without guidance.
+    execution_horizon: int | None = None
     seed: int | None = None  # noise seed; None: a fresh random seed
 
     @property
     def planning_state(self) -> np.ndarray:
         return self.state if self.future_state is None else self.future_state
+
+    @classmethod
+    def from_infer(cls, infer: Infer) -> ChunkRequest:
+        """The request an INFER message asks for (an empty prefix is no prefix). Shared by the server and the
+        evaluation harness, so both plan a chunk from the same fields."""
+        prefix = infer.prefix if infer.prefix is not None and len(infer.prefix) else None
+        return cls(
+            images=infer.images,
+            state=infer.state,
+            prompt=infer.prompt,
+            future_state=infer.future_state,
+            prefix=prefix,
+            delay_steps=infer.delay_steps,
+            schedule=infer.schedule,
+            guidance=infer.guidance,
+            execution_horizon=infer.execution_horizon,
+            seed=infer.seed,
+        )
 
 
 @dataclass(frozen=True)
@@ -61,9 +88,13 @@ class ChunkPiece:
 
 @dataclass(frozen=True)
 class ChunkResult:
-    actions: np.ndarray  # fp32 [H, J] absolute robot units (prefix bit-exact)
-    final_at_step: np.ndarray  # int64 [H]: step after which each index was final (-2: prefix)
-    num_steps: int  # denoise steps run
+    """A finished request. Rows [0, final_rows) of `actions` are the chunk; rows past them were never sampled
+    (an early stop, see ChunkRequest.execution_horizon) and hold NaN."""
+
+    actions: np.ndarray  # fp32 [H, J] absolute robot units (prefix bit-exact); rows >= final_rows are NaN
+    final_at_step: np.ndarray  # int64 [H]: step after which each index was final (-2: prefix, -1: never)
+    num_steps: int  # denoise steps run (fewer than the runtime's num_steps after an early stop)
+    final_rows: int  # m: leading rows that are final (prefix included), >= rows_needed(request); H without early stop
     seed: int  # the noise seed used
     timing_ms: dict[str, float]  # preprocess_ms, prefill_ms, postprocess_ms, first_action_ms, total_ms
     step_ms: list[float] = field(default_factory=list)  # per denoise step (device-synchronized)
@@ -134,6 +165,11 @@ class PolicyRuntime:
         padded[:, : norm.shape[-1]] = norm
         return torch.from_numpy(padded)[None].to(self.engine.device)
 
+    def rows_needed(self, request: ChunkRequest) -> int:
+        """How many leading rows of the chunk `request` asks for (see `rows_needed`)."""
+        prefix_len = 0 if request.prefix is None else len(request.prefix)
+        return rows_needed(request.schedule or self.schedule, prefix_len, request.execution_horizon, self.horizon)
+
     def _sampler(self, request: ChunkRequest) -> tuple[FlowSampler, dict]:
         state, prefix = request.planning_state, request.prefix
         kwargs: dict = {}
@@ -150,7 +186,10 @@ class PolicyRuntime:
             if "prefix" not in kwargs:
                 kwargs["guidance_delay"] = request.delay_steps
         schedule = request.schedule or self.schedule
-        return FlowSampler(SamplerConfig(num_steps=self.num_steps, schedule=schedule, guidance=guidance)), kwargs
+        needed = self.rows_needed(request)
+        stop = needed if needed < self.horizon else None
+        config = SamplerConfig(num_steps=self.num_steps, schedule=schedule, early_stop_final=stop, guidance=guidance)
+        return FlowSampler(config), kwargs
 
     def _noise(self, seed: int) -> torch.Tensor:
         gen = torch.Generator().manual_seed(seed)
@@ -178,7 +217,7 @@ class PolicyRuntime:
             return self.engine.denoise_step(x, tau, cache)
 
         run = sampler.start(velocity, noise, synchronize=sync, **kwargs)
-        chunk = np.empty((self.horizon, self.action_dims), np.float32)
+        chunk = np.full((self.horizon, self.action_dims), np.nan, np.float32)  # rows never sampled stay NaN
         prefix_len = 0 if request.prefix is None else len(request.prefix)
         chunk[:prefix_len] = request.prefix if prefix_len else chunk[:0]
         post_s, first_s = 0.0, None
@@ -198,7 +237,18 @@ class PolicyRuntime:
             "total_ms": (clock() - t0) * 1e3,
         }
         step_ms = [s * 1e3 for s in result.step_times_s]
-        return ChunkResult(chunk, result.final_at_step.cpu().numpy(), result.steps_run, seed, timing, step_ms)
+        final_at = result.final_at_step.cpu().numpy()
+        return ChunkResult(chunk, final_at, result.steps_run, result.num_final, seed, timing, step_ms)
+
+
+def rows_needed(schedule: str, prefix_len: int, execution_horizon: int | None, horizon: int) -> int:
+    """Leading rows a request needs: min(H, prefix_len + s) for a horizon-aware request with an execution horizon s
+    (sampling stops once they are final: the early stop), else the whole chunk H."""
+    if schedule != Schedule.HORIZON_AWARE.value or execution_horizon is None:
+        return horizon
+    if execution_horizon < 1:
+        raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon}")
+    return min(horizon, prefix_len + int(execution_horizon))
 
 
 def _no_hook(stage: str) -> None:

@@ -1,10 +1,10 @@
-"""Wire messages <-> runtime requests: the policy's Metadata, and INFER checked and turned into a
-`ChunkRequest` (what `validate_infer` cannot know: sampler constraints)."""
+"""Wire messages <-> runtime requests: the policy's Metadata, and INFER checked for what `validate_infer` cannot
+know (sampler constraints) before `ChunkRequest.from_infer` turns it into a runtime request."""
 
 from __future__ import annotations
 
 from robot_io.protocol import CameraSpec, ErrorCode, Infer, MessageError, Metadata, validate_infer
-from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
+from vlash.runtime.policy_runtime import PolicyRuntime
 
 DEFAULT_CONTROL_RATE_HZ = 50.0
 
@@ -50,22 +50,6 @@ def check_infer(infer: Infer, metadata: Metadata) -> None:
         delay = d if d else infer.delay_steps
         s = s if s is not None else max(1, h - len(infer.guidance))
         _check(delay + s <= h, f"delay {delay} + execution_horizon {s} exceeds chunk_length {h}")
-
-
-def to_chunk_request(infer: Infer) -> ChunkRequest:
-    prefix = infer.prefix if infer.prefix is not None and len(infer.prefix) else None
-    return ChunkRequest(
-        images=infer.images,
-        state=infer.state,
-        prompt=infer.prompt,
-        future_state=infer.future_state,
-        prefix=prefix,
-        delay_steps=infer.delay_steps,
-        schedule=infer.schedule,
-        guidance=infer.guidance,
-        execution_horizon=infer.execution_horizon,
-        seed=infer.seed,
-    )
 
 
 def _check(ok: bool, message: str) -> None:

@@ -20,9 +20,8 @@ import zmq
 
 from robot_io.protocol import Actions, Error, ErrorCode, MessageError, encode
 from vlash.runtime.loading import warm_up
-from vlash.runtime.policy_runtime import PolicyRuntime
+from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 from vlash.server.jobs import SUPERSEDED, Job, JobQueue
-from vlash.server.requests import to_chunk_request
 from vlash.server.stats import ServerStats
 
 log = logging.getLogger(__name__)
@@ -139,12 +138,15 @@ class InferenceWorker(threading.Thread):
         return hook
 
     def _serve(self, job: Job) -> None:
-        infer, horizon = job.infer, self.runtime.horizon
+        infer = job.infer
         queue_ms = (time.monotonic_ns() - job.received_ns) / 1e6
-        stream = self.runtime.stream(to_chunk_request(infer), self._hook(job))
+        request = ChunkRequest.from_infer(infer)
         try:
+            # H, or fewer rows for a horizon-aware request with an execution horizon (the sampler stops early)
+            needed = self.runtime.rows_needed(request)
+            stream = self.runtime.stream(request, self._hook(job))
             for piece in stream:
-                if piece.start + len(piece.actions) < horizon:  # the final message carries the rest
+                if piece.start + len(piece.actions) < needed:  # the final message carries the rest
                     elapsed = {"elapsed_ms": (time.monotonic_ns() - job.received_ns) / 1e6}
                     self._send(job, self._actions(job, piece.start, piece.actions, False, elapsed))
             result = stream.result
@@ -152,7 +154,9 @@ class InferenceWorker(threading.Thread):
             timing.update({f"step_{i}_ms": ms for i, ms in enumerate(result.step_ms)})
             timing["server_ms"] = (time.monotonic_ns() - job.received_ns) / 1e6
             first_action_ms = queue_ms + result.timing_ms["first_action_ms"]
-            final = self._encode(self._actions(job, 0, result.actions, True, timing))  # served only once it encodes
+            # rows [0, final_rows): the whole chunk, or the rows an early stop left final (docs/PROTOCOL.md, ACTIONS)
+            rows = result.actions[: result.final_rows]
+            final = self._encode(self._actions(job, 0, rows, True, timing))  # served only once it encodes
         except Cancelled:
             if job.reason == SUPERSEDED:
                 self._error(job, ErrorCode.DROPPED, "superseded by a newer request of the same client")
