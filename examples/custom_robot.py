@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", default="tcp://127.0.0.1:5555", help="policy server endpoint")
     parser.add_argument("--camera", action="append", default=[], metavar="POLICY=ROBOT", help="camera map entry "
                         "(the arm's camera is 'wrist'; policy cameras not named are masked)")  # fmt: skip
-    parser.add_argument("--mode", default="vlash", help="chunk execution mode (sync, naive, vlash, rtc, faster)")
+    parser.add_argument(
+        "--mode", default="vlash", help="chunk execution mode: sync, naive, vlash, prefix, rtc, faster, ensemble"
+    )
     parser.add_argument("--duration", type=float, default=10.0, help="run length [s]")
     parser.add_argument("--max-step", type=float, default=0.05, help="largest joint change per tick (rad)")
     args = parser.parse_args(argv)

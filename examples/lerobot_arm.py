@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--id", default=None, help="the arm's id: names its calibration file (overrides the YAML)")
     parser.add_argument("--front-camera", type=int, default=None, help="OpenCV index of a 640x480 camera 'front'")
     parser.add_argument("--camera", action="append", default=[], metavar="POLICY=ROBOT", help="camera map entry")
-    parser.add_argument("--mode", default="vlash", help="chunk execution mode (sync, naive, vlash, rtc, faster)")
+    parser.add_argument(
+        "--mode", default="vlash", help="chunk execution mode: sync, naive, vlash, prefix, rtc, faster, ensemble"
+    )
     parser.add_argument("--fps", type=float, default=30.0, help="control rate [Hz]")
     parser.add_argument("--duration", type=float, default=20.0, help="run length [s]")
     parser.add_argument("--max-step", type=float, default=5.0, help="largest joint change per tick (degrees)")

@@ -33,12 +33,14 @@ def rollout_stats(
     seed: int = 200_000,
     image_size: int = 96,
 ) -> RolloutStats:
-    """Synchronous (d = 0) episodes per task; `engine` None runs the policy's own torch model."""
+    """Synchronous episodes on a zero-latency link (d = 0: each chunk runs in the step of its request) per task;
+    `engine` None runs the policy's own torch model."""
+    from robot_io.executors import ExecutorConfig
     from robot_io.sim import make_env
     from robot_io.sim.kinematics import forward
     from vlash.eval.episode import EpisodeRunner
+    from vlash.eval.link import LinkTiming
     from vlash.eval.metrics import episode_metrics
-    from vlash.eval.modes import ExecutionConfig
     from vlash.eval.policies import ModelPolicy
     from vlash.runtime.policy_runtime import PolicyRuntime
 
@@ -50,7 +52,7 @@ def rollout_stats(
         for task in tasks:
             env = make_env(task, seed=0, image_size=image_size)
             links = env.arm_config.link_lengths
-            runner = EpisodeRunner(env, chunk_policy, ExecutionConfig(mode="sync", delay=0), task)
+            runner = EpisodeRunner(env, chunk_policy, ExecutorConfig(mode="sync"), LinkTiming(0), task)
             for i in range(episodes_per_task):
                 trace = runner.run(seed + i)
                 results.append(episode_metrics(trace, lambda q, links=links: forward(q, links)))

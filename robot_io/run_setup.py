@@ -61,8 +61,11 @@ class RunConfig:
 
 
 def safety_for(robot: Robot, config: RunConfig) -> SafetyConfig:
-    """Joint limits from the robot when it exposes `joint_limits` ([A, 2]), plus the run's max step and fallback."""
-    limits = getattr(robot, "joint_limits", None)
+    """Action limits from the robot ([A, 2]): its `action_limits` when it has them (velocity or increment bounds),
+    else its `joint_limits` for absolute targets; plus the run's max step and fallback."""
+    limits = getattr(robot, "action_limits", None)
+    if limits is None and config.executor.action_kind == "absolute":
+        limits = getattr(robot, "joint_limits", None)
     low = high = None
     if limits is not None:
         limits = np.asarray(limits, np.float64)

@@ -11,7 +11,7 @@ has one, else the measured positions of the action's joints (the state entries n
 state when the robot names nothing and state_dim == action_dim), else None (unknown). The fallback:
 - "hold": the last command sent; before any command, `measured`;
 - "stop": `measured` (the arm stops where it is); when unknown, the last command;
-- "delta" actions (increments): zero, whatever the mode;
+- relative actions ("delta" increments, "velocity" rates): zero, whatever the mode;
 - none of these known (nothing sent yet and no measured positions): nothing is sent (None) and the robot's own
   controller keeps doing what it did before the run (position servos hold their goal). Counted as a fallback.
 The first command's `max_step` is measured from `measured`; the runner refuses `max_step` without it.
@@ -43,18 +43,20 @@ FALLBACKS = ("hold", "stop")
 class SafetyConfig:
     """Limits applied to every command."""
 
-    joint_low: tuple[float, ...] | None = None  # per-joint lower limit (robot units); None: unlimited
-    joint_high: tuple[float, ...] | None = None  # per-joint upper limit
+    joint_low: tuple[float, ...] | None = None  # per-entry lower limit of the action (robot units); None: unlimited
+    joint_high: tuple[float, ...] | None = None  # per-entry upper limit of the action
     max_step: float | None = None  # largest change of any joint per tick (robot units); None: unlimited
     on_missing: str = "hold"  # "hold" the last command or "stop" at the measured position
-    action_kind: str = "absolute"  # "absolute" targets or "delta" increments
+    action_kind: str = "absolute"  # "absolute" targets, "delta" increments or "velocity" rates
     log_every: int = 100  # log every n-th fallback after the first
 
     def __post_init__(self) -> None:
         if self.on_missing not in FALLBACKS:
             raise ValueError(f"SafetyConfig.on_missing must be one of {FALLBACKS}, got {self.on_missing!r}")
-        if self.action_kind not in ("absolute", "delta"):
-            raise ValueError(f"SafetyConfig.action_kind must be 'absolute' or 'delta', got {self.action_kind!r}")
+        if self.action_kind not in ("absolute", "delta", "velocity"):
+            raise ValueError(
+                f"SafetyConfig.action_kind must be 'absolute', 'delta' or 'velocity', got {self.action_kind!r}"
+            )
         if (self.joint_low is None) != (self.joint_high is None):
             raise ValueError("SafetyConfig: give both joint_low and joint_high, or neither")
         if self.joint_low is not None and (
@@ -127,7 +129,7 @@ class Safety:
     def hold_action(self, measured: np.ndarray | None) -> np.ndarray | None:
         """The fallback command (module doc), not counted; None: send nothing."""
         c = self.config
-        if c.action_kind == "delta":
+        if c.action_kind != "absolute":
             dim = self.action_dim if self.action_dim is not None else None if measured is None else len(measured)
             return None if dim is None else np.zeros(dim, np.float32)
         first, second = (self.last_command, measured) if c.on_missing == "hold" else (measured, self.last_command)
@@ -137,8 +139,9 @@ class Safety:
     def _clamp(self, action: np.ndarray, measured: np.ndarray | None) -> np.ndarray:
         out = action.copy()
         step = self.config.max_step
-        if self.config.action_kind == "delta":
-            return out if step is None else np.clip(out, -step, step)
+        if self.config.action_kind != "absolute":
+            out = out if step is None else np.clip(out, -step, step)
+            return out if self._low is None else np.clip(out, self._low, self._high).astype(np.float32)
         ref = self.last_command if self.last_command is not None else measured
         if step is not None and ref is not None:
             out = np.clip(out, ref - step, ref + step)

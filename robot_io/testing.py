@@ -6,7 +6,9 @@
 FakePolicyClient satisfies the executors' PolicyLink (connect / submit / poll): a request's chunk is computed
 at submit time by `plan(infer)` and its Actions become available `latency_s` later on `clock` (simulated or
 real). `stream` lists partial messages as (fraction of the latency, number of new actions final), like the
-horizon-aware sampler's streaming. A newer request drops the older one (Error DROPPED), as the server does.
+horizon-aware sampler's streaming. A planner may instead return a PlannedChunk that says itself when each
+message is due and how many rows its final message carries (vlash eval's timing model does). A newer request
+drops the older one (Error DROPPED), as the server does.
 `replying = False` makes it a dead server (requests swallowed) until set back.
 LoopbackPolicyServer serves a planner over real ZeroMQ without torch; `hold_planner` keeps a robot where it is.
 PointArm is a robot with no dynamics and no memory (long runs, episode resets on demand).
@@ -18,6 +20,7 @@ import copy
 import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +29,19 @@ from robot_io.control.clock import Clock
 from robot_io.protocol import Actions, CameraSpec, Error, ErrorCode, Infer, Metadata
 from robot_io.specs import ArraySpec
 
-Planner = Callable[[Infer], np.ndarray]
+
+@dataclass(frozen=True)
+class PlannedChunk:
+    """A planner's chunk with its own message timing, as fractions of the client's latency: partial messages
+    (fraction, stop) make rows [.., stop) final; the final message at `final_fraction` carries rows [0, rows)."""
+
+    actions: np.ndarray  # [H, J]
+    pieces: tuple[tuple[float, int], ...] = ()  # (fraction of the latency, stop index), in time order
+    rows: int | None = None  # rows of the final message (None: the whole chunk); fewer: sampling stopped early
+    final_fraction: float = 1.0  # when the final message is due, as a fraction of the latency
+
+
+Planner = Callable[[Infer], "np.ndarray | PlannedChunk"]
 
 
 class FakePolicyClient:
@@ -60,24 +75,28 @@ class FakePolicyClient:
             self._push(now, Error(ErrorCode.DROPPED, "superseded by a newer request", rid))
         if not self.replying:
             return
-        chunk = np.asarray(self.plan(infer), np.float32).copy()
+        planned = self.plan(infer)
         h = self.metadata.chunk_length
+        c = 0 if infer.prefix is None else len(infer.prefix)
+        if not isinstance(planned, PlannedChunk):
+            planned = PlannedChunk(planned, tuple((fraction, c + count) for fraction, count in self.stream))
+        chunk = np.asarray(planned.actions, np.float32).copy()
         if chunk.shape != (h, self.metadata.action_dim):
             raise ValueError(
                 f"FakePolicyClient: plan returned {chunk.shape}, expected ({h}, {self.metadata.action_dim})"
             )
-        c = 0 if infer.prefix is None else len(infer.prefix)
         if c:
             chunk[:c] = infer.prefix  # committed actions come back bit-exact
         latency = self.latency_s(infer) if callable(self.latency_s) else self.latency_s
+        rows = h if planned.rows is None else planned.rows
         done = c
-        for fraction, count in self.stream:
-            stop = min(h, c + count)
+        for fraction, stop in planned.pieces:
+            stop = min(rows, stop)
             if stop > done:
                 self._push(now + round(fraction * latency * 1e9), self._actions(infer, chunk, done, stop, False, {}))
                 done = stop
-        timing = {"total_ms": latency * 1e3}
-        self._push(now + round(latency * 1e9), self._actions(infer, chunk, 0, h, True, timing))
+        final_s = planned.final_fraction * latency
+        self._push(now + round(final_s * 1e9), self._actions(infer, chunk, 0, rows, True, {"total_ms": final_s * 1e3}))
 
     def poll(self, timeout_s: float = 0.0) -> Actions | Error | None:
         deadline = self.clock.now_ns() + max(0, round(timeout_s * 1e9))
@@ -102,20 +121,11 @@ class FakePolicyClient:
 
 
 def expert_planner(robot: Any, chunk_length: int = 50) -> Planner:
-    """A privileged planner from a connected SimRobot's scripted expert (like vlash.eval's OraclePolicy):
-    plans from future_state (delay_steps ahead) when given, continues a committed prefix from its last action."""
+    """The scripted-expert oracle (robot_io.oracle.ExpertPlanner, as `vlash eval --policy oracle`) of a connected
+    SimRobot, without the privileged view of the running chunk (future-state requests get the measured velocity)."""
+    from robot_io.oracle import ExpertPlanner
 
-    def plan(infer: Infer) -> np.ndarray:
-        env, h = robot.env, chunk_length
-        if infer.prefix is not None and len(infer.prefix):
-            c = len(infer.prefix)
-            rest = env.expert_chunk(h - c, state=infer.prefix[-1], start_offset=c)
-            return np.concatenate([infer.prefix, rest])
-        if infer.future_state is not None:
-            return env.expert_chunk(h, state=infer.future_state, start_offset=infer.delay_steps)
-        return env.expert_chunk(h, state=infer.state)
-
-    return plan
+    return lambda infer: ExpertPlanner(robot.env, chunk_length)(infer)
 
 
 def hold_planner(chunk_length: int, state_index: Sequence[int] | None = None) -> Planner:

@@ -22,11 +22,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from robot_io.executors import EXECUTION_MODES, ExecutorConfig
 from vlash.atomic import atomic_write
 from vlash.errors import ConfigError
 from vlash.eval.episode import EpisodeRunner
-from vlash.eval.modes import ExecutionConfig
-from vlash.eval.sweep import load_chunk_policy
+from vlash.eval.link import LinkTiming
+from vlash.eval.sweep import check_cell, load_chunk_policy
 
 STATIC_TARGET_TASKS = ("reach", "whack")
 
@@ -86,10 +87,15 @@ def segments_of(infos: list[dict]) -> list[Segment]:
 
 def profile(args: argparse.Namespace, env, progress: Progress | None = None) -> list[PolicyProfile]:
     """Run every policy on the same seeds in `env` and collect its target segments."""
-    cfg = ExecutionConfig(args.mode, args.delay, execution_horizon=args.execution_horizon)
     results = []
     for name in args.policies:
-        runner = EpisodeRunner(env, load_chunk_policy(name, threads=2), cfg, args.task)
+        policy = load_chunk_policy(name, threads=2)
+        try:
+            check_cell(args.executor, args.delay, policy.horizon)
+        except ValueError as exc:  # ConfigError, or the executor's ShapeError
+            raise ConfigError(f"approach_profile: {name}: {exc}") from None
+        timing = LinkTiming(args.delay, num_steps=policy.num_steps)
+        runner = EpisodeRunner(env, policy, args.executor, timing, args.task)
         bar = progress.add_task(name, total=args.episodes) if progress else None
         prof = PolicyProfile(name)
         for seed in range(args.seed, args.seed + args.episodes):
@@ -164,7 +170,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", default="reach", choices=STATIC_TARGET_TASKS)
     p.add_argument("--policies", default="oracle", help="comma-separated: oracle and/or policy directories")
-    p.add_argument("--mode", default="sync")
+    p.add_argument("--mode", default="sync", choices=EXECUTION_MODES)
     p.add_argument("--delay", type=int, default=0)
     p.add_argument("--execution-horizon", type=int, default=10)
     p.add_argument("--episodes", type=int, default=30)
@@ -181,6 +187,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         raise ConfigError("approach_profile: need >= 1 episode, >= 1 policy and >= 1 radius")
     if any(r <= 0 for r in args.radii):
         raise ConfigError(f"approach_profile: radii must be > 0, got {args.radii}")
+    try:  # the episode sets the executor's initial d itself (EpisodeRunner); 1 fits every s
+        args.executor = ExecutorConfig(mode=args.mode, execution_horizon=args.execution_horizon, initial_delay=1)
+        LinkTiming(args.delay)
+    except ValueError as exc:
+        raise ConfigError(f"approach_profile: {exc}") from None
     return args
 
 
@@ -217,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     summaries = [{**summarize(p, args.radii, dt), "curves": distance_curves(p, args.curve_steps)} for p in profiles]
     Console(width=140).print(_table(summaries, args.radii))
     if args.json:
-        settings = {k: v for k, v in vars(args).items() if k not in ("json", "plot")}
+        settings = {k: v for k, v in vars(args).items() if k not in ("json", "plot", "executor")}
         result = {"settings": settings, "policies": summaries}
         atomic_write(args.json, lambda f: f.write(json.dumps(result, indent=1).encode()))
     if args.plot:

@@ -4,7 +4,8 @@ Issue 3 asks, if naive async shows no loss against the future-state methods, to 
 tolerances tighter until it does. This runs the scripted-expert oracle on reach variants: the servo's
 speed and acceleration scaled (the expert plans at 90% of the servo's speed, so it moves faster too), the
 touch radius shrunk, the time limit cut. Each row: success, mean steps to the touch and chunk switches
-per episode, for sync at d = 0 and naive / vlash at d = 4 (the same seeds in every cell).
+per episode, for sync at d = 0 and naive / vlash at d = 4 (the robot's executors on vlash eval's simulated link;
+the same seeds in every cell).
 
     python tools/reach_variants.py --episodes 30
 """
@@ -19,11 +20,12 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from robot_io.executors import ExecutorConfig
 from robot_io.sim.config import ArmConfig
 from robot_io.sim.env import make_env
 from robot_io.sim.tasks.reach import ReachConfig
 from vlash.eval.episode import EpisodeRunner
-from vlash.eval.modes import ExecutionConfig
+from vlash.eval.link import LinkTiming
 from vlash.eval.policies import OraclePolicy
 
 CELLS = (("sync", 0), ("naive", 4), ("vlash", 4))
@@ -56,7 +58,8 @@ VARIANTS = (
 
 def _episode(job: tuple[Variant, str, int, int]) -> tuple[Variant, str, int, bool, int, int]:
     variant, mode, delay, seed = job
-    trace = EpisodeRunner(variant.env(), OraclePolicy(), ExecutionConfig(mode, delay), task="reach").run(seed)
+    executor = ExecutorConfig(mode=mode)  # s = 10; the episode measures d online from its first (sync) request
+    trace = EpisodeRunner(variant.env(), OraclePolicy(), executor, LinkTiming(delay), task="reach").run(seed)
     return variant, mode, delay, trace.success, trace.steps, len(trace.switch_steps)
 
 

@@ -2,8 +2,9 @@
 
 Sync stops for every inference, so a short s costs it motion; the asynchronous modes need s >= d; faster,
 whose sampler stops once the next s actions are final, can re-plan every 1-2 steps at d = 4. One
-`vlash eval` sweep per s (the same seeds in every cell); (mode, s) pairs that a mode cannot run are
-listed as skipped. Writes a JSON of the cells and a PNG (mean reaction latency vs s, success vs s).
+`vlash eval` sweep per s (the robot's executors on the simulated link, the same seeds in every cell); (mode, s)
+pairs that a mode cannot run are listed as skipped. Writes a JSON of the cells and a PNG (mean reaction latency
+vs s, success vs s).
 
     python tools/reaction_vs_horizon.py --task whack --delay 4 --horizons 1,2,4,10,25 \
         --modes sync,naive,vlash,faster --episodes 30 --json docs/eval/oracle-whack-horizon.json \
@@ -19,15 +20,20 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from robot_io.executors import ExecutorConfig
 from vlash.atomic import atomic_write
-from vlash.errors import ConfigError
+from vlash.eval.link import LinkTiming
 from vlash.eval.metrics import aggregate
-from vlash.eval.modes import ExecutionConfig
-from vlash.eval.sweep import SweepConfig, run_sweep
+from vlash.eval.sweep import SweepConfig, check_cell, run_sweep
 
 
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x)
+
+
+def executor(mode: str, s: int) -> ExecutorConfig:
+    """The cell's executor settings; its initial d is set per episode (EpisodeRunner), 1 fits every s."""
+    return ExecutorConfig(mode=mode, execution_horizon=s, initial_delay=1)
 
 
 def sweep(args: argparse.Namespace) -> dict:
@@ -36,9 +42,9 @@ def sweep(args: argparse.Namespace) -> dict:
         modes = []
         for mode in args.modes:
             try:
-                ExecutionConfig(mode, args.delay, execution_horizon=s).check_horizon(args.chunk_length)
+                check_cell(executor(mode, s), args.delay, args.chunk_length)
                 modes.append(mode)
-            except ConfigError as err:
+            except ValueError as err:  # ConfigError, or the executor's ShapeError
                 skipped.append({"mode": mode, "execution_horizon": s, "why": str(err)})
         if not modes:
             continue
@@ -48,7 +54,8 @@ def sweep(args: argparse.Namespace) -> dict:
             modes=tuple(modes),
             delays=(args.delay,),
             episodes=args.episodes,
-            execution=ExecutionConfig(modes[0], args.delay, execution_horizon=s),
+            executor=executor(modes[0], s),
+            timing=LinkTiming(args.delay, prefill_share=args.prefill_share),
             seed=args.seed,
             workers=args.workers,
         )
@@ -121,7 +128,8 @@ def main() -> int:
     p.add_argument("--modes", type=lambda t: tuple(m for m in t.split(",") if m), default=("sync", "faster"))
     p.add_argument("--episodes", type=int, default=30)
     p.add_argument("--chunk-length", type=int, default=50, help="the policy's H, to skip (s + d) * q > H up front")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prefill-share", type=float, default=0.15, help="share of the delay spent in prefill")
+    p.add_argument("--seed", type=int, default=0, help="first episode seed (vlash eval's splits: dev 0, report 100000)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None)

@@ -9,7 +9,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def config_dir(kind: str) -> Path:
-    """The folder of `kind` configs ("policies", "devices"): the installed copy if there is one, else the checkout's."""
+    """The folder of `kind` configs ("policies", "devices", "eval"): the installed copy if there is one, else the
+    checkout's."""
     for base in (PACKAGE_DIR / "configs", PACKAGE_DIR.parent / "configs"):
         if (base / kind).is_dir():
             return base / kind

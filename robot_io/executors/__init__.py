@@ -10,12 +10,14 @@ from __future__ import annotations
 from robot_io.control.clock import Clock
 from robot_io.executors.base import ChunkExecutor, PolicyLink
 from robot_io.executors.chunk import ChunkRecord, PendingRequest, RunningChunk
-from robot_io.executors.config import ACTION_KINDS, EXECUTION_MODES, ExecutorConfig
+from robot_io.executors.config import ACTION_KINDS, EXECUTION_MODES, STATE_SOURCES, ExecutorConfig
 from robot_io.executors.delay import DelayEstimator
 from robot_io.executors.strategies import (
     EXECUTORS,
+    EnsembleExecutor,
     FasterExecutor,
     NaiveExecutor,
+    PrefixExecutor,
     RtcExecutor,
     SyncExecutor,
     VlashExecutor,
@@ -31,14 +33,17 @@ __all__ = [
     "ACTION_KINDS",
     "EXECUTION_MODES",
     "EXECUTORS",
+    "STATE_SOURCES",
     "ChunkExecutor",
     "ChunkRecord",
     "DelayEstimator",
+    "EnsembleExecutor",
     "ExecutorConfig",
     "FasterExecutor",
     "NaiveExecutor",
     "PendingRequest",
     "PolicyLink",
+    "PrefixExecutor",
     "RtcExecutor",
     "RunningChunk",
     "SyncExecutor",

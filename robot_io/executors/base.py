@@ -75,6 +75,7 @@ class ChunkExecutor(ReplyHandling):
         self.last_latency_ms: float | None = None  # the latest final reply's latency (live status)
         self.link = LinkWatch(config.link_timeout_s)
         self.current: RunningChunk | None = None
+        self._last_command: np.ndarray | None = None  # the last action returned by tick (state_source "commanded")
         self.pending: PendingRequest | None = None
         self._streaming: PendingRequest | None = None  # the running chunk's request while it still streams
         self._running: ChunkRecord | None = None  # the running chunk's record
@@ -100,6 +101,7 @@ class ChunkExecutor(ReplyHandling):
     def reset(self) -> None:
         """Forget chunks in flight and in execution (a new episode); the next request is a first request."""
         self._drop_all("reset", "done")
+        self._last_command = None
 
     def finish(self) -> None:
         """The run is over: hand the records still open (pending, running) to on_record as they stand."""
@@ -142,6 +144,9 @@ class ChunkExecutor(ReplyHandling):
         self._activate(step)
         if self.pending is None and observation is not None and now >= self._retry_ns and self._due(step):
             self._launch(step, observation, now)
+            if self.pending is not None:  # a reply that is already there (a zero-delay simulated link) runs now
+                self._drain()
+                self._activate(step)
         return self._command(step)
 
     def receive(self, until_ns: int) -> None:
@@ -163,6 +168,10 @@ class ChunkExecutor(ReplyHandling):
     def _launch_delay(self) -> int:
         return self.delay_steps()
 
+    def _rows_to_run(self, d: int) -> int:
+        """Control steps of the new chunk the robot runs after its prefix (sent as execution_horizon * q)."""
+        return self.config.execution_horizon
+
     def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
         """Fields of the Infer and the switch plan; None to retry next tick (needed actions not final yet)."""
         raise NotImplementedError
@@ -173,7 +182,7 @@ class ChunkExecutor(ReplyHandling):
 
     def _first_plan(self, step: int) -> dict:
         """A request with nothing to overlap with: wait for it, run it from index 0 on arrival (sync semantics)."""
-        return dict(infer={}, switch_step=step + 1, first_index=0, align=False, delay=0, mode="sync")
+        return dict(infer={}, switch_step=step, first_index=0, align=False, delay=0, mode="sync")
 
     # ------------------------------------------------------------------ internals
     def _meta(self) -> Metadata:
@@ -183,7 +192,7 @@ class ChunkExecutor(ReplyHandling):
 
     def _launch(self, step: int, observation: dict, now: int) -> None:
         meta, q = self._meta(), self.config.quantization
-        state = np.asarray(observation["state"], np.float32)
+        state = self._sent_state(step, np.asarray(observation["state"], np.float32))
         d = self._launch_delay()
         plan = self._first_plan(step) if self.current is None else self._plan(step, state, d)
         if plan is None:
@@ -198,7 +207,7 @@ class ChunkExecutor(ReplyHandling):
             prompt=self.config.prompt or str(observation.get("prompt", "")),
             images=match_cameras(observation.get("images", {}), meta.cameras, self.camera_map, self._max_side),
             state=state,
-            execution_horizon=self.config.execution_horizon * q,
+            execution_horizon=self._rows_to_run(d) * q,
             seed=None if self.config.seed is None else self.config.seed + request_id,
             **fields,
         )
@@ -226,12 +235,22 @@ class ChunkExecutor(ReplyHandling):
             return
         self.pending = req
 
+    def _sent_state(self, step: int, observed: np.ndarray) -> np.ndarray:
+        """The state a request carries: observed, or with state_source "commanded" the last command (absolute actions)
+        in the action's entries. The future-state mode rolls its own forward from the observed state."""
+        last = self._last_command
+        if self.config.state_source != "commanded" or last is None or self.mode == "vlash":
+            return observed
+        state = observed.copy()
+        state[slice(None) if self.state_index is None else self.state_index] = last
+        return state
+
     def _activate(self, step: int) -> None:
         req, q = self.pending, self.config.quantization
         if req is None or step < req.record.planned_switch_step:
             return
         index = req.index_for(step, q)
-        if index >= len(req.actions):
+        if index >= (len(req.actions) if req.rows is None else req.rows):  # past its last row: it never can run
             self.counts["too_late"] += 1
             self._close(req, "too_late")
             return
@@ -244,11 +263,16 @@ class ChunkExecutor(ReplyHandling):
             self._retire(self._running)
         rec = req.record
         rec.switch_step, rec.switch_index, rec.status = step, index, "running"
-        delta = self.config.action_kind == "delta"
-        self.current = RunningChunk(req.actions, req.final, step, index, q, req.chunk_id, delta)
+        self.current = RunningChunk(
+            req.actions, req.final, step, index, q, req.chunk_id, self._increment_scale(), req.rows
+        )
         self._running, self.pending = rec, None
         self._streaming = None if req.complete else req
         self.counts["chunks"] += 1
+
+    def _increment_scale(self) -> float | None:
+        """How far one index of a relative action moves the state (RunningChunk.increment_scale)."""
+        return {"absolute": None, "delta": 1.0, "velocity": self.period_s}[self.config.action_kind]
 
     def _command(self, step: int) -> np.ndarray | None:
         cur = self.current
@@ -260,6 +284,8 @@ class ChunkExecutor(ReplyHandling):
         action = cur.command(step)
         if action is None:
             self.counts["starved_steps"] += 1
+        else:
+            self._last_command = action
         return action
 
     def _warn_once(self, key: str, message: str) -> None:

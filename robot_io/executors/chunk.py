@@ -1,4 +1,4 @@
-"""Chunks in flight and in execution: RunningChunk (same meaning as vlash/eval/modes.py), requests, records."""
+"""Chunks in flight and in execution: RunningChunk, PendingRequest, ChunkRecord."""
 
 from __future__ import annotations
 
@@ -11,21 +11,32 @@ import numpy as np
 class RunningChunk:
     """A chunk being executed: robot step `start_step` runs index `first_index`, then `stride` (q) indices per step.
 
-    `final[i]` says whether index i has arrived (a streamed chunk fills in while it runs). An index past the
-    end or not final yet has no action (None): the caller holds and counts a missed deadline.
+    `final[i]` says whether index i has arrived (a streamed chunk fills in while it runs). Once its final message
+    came, `rows` says how many leading rows the chunk has: H, or fewer when the server stopped sampling early
+    (horizon-aware requests). An index past the end or not final has no action (None): the caller holds (the last
+    row for absolute targets, zero for relative actions) and counts a missed deadline.
     """
 
-    actions: np.ndarray  # [H, J] float32, absolute targets or per-index deltas
+    actions: np.ndarray  # [H, J] float32: absolute targets, per-index increments, or rates per second
     final: np.ndarray  # [H] bool
     start_step: int
     first_index: int
     stride: int
     chunk_id: int  # the request id it came from
-    delta: bool = False  # actions are increments: a step commands the sum of its q indices
+    # None: absolute targets. Else relative actions (a step commands the sum of its q indices, ExecutorConfig
+    # "delta" or "velocity"), and one index advances the state by `increment_scale` * action (1 for increments,
+    # the control period for velocities)
+    increment_scale: float | None = None
+    rows: int | None = None  # leading rows the chunk has, once its final message arrived (None: still streaming)
+
+    @property
+    def relative(self) -> bool:
+        return self.increment_scale is not None
 
     @property
     def length(self) -> int:
-        return len(self.actions)
+        """Rows the chunk has or will have: H while streaming, `rows` once complete."""
+        return len(self.actions) if self.rows is None else self.rows
 
     def index_at(self, step: int) -> int:
         return self.first_index + (step - self.start_step) * self.stride
@@ -36,34 +47,42 @@ class RunningChunk:
         return start < self.length and bool(self.final[start:stop].all())
 
     def command(self, step: int) -> np.ndarray | None:
-        """What to command at `step`: actions[i] (absolute) or sum(actions[i:i+q]) (delta); None if unavailable."""
+        """What to command at `step`: actions[i] (absolute) or sum(actions[i:i+q]) (relative); None if unavailable."""
         i = self.index_at(step)
-        stop = i + (self.stride if self.delta else 1)
+        stop = i + (self.stride if self.relative else 1)
         if i < 0 or not self.span_ready(i, stop):
             return None
-        if self.delta:
+        if self.relative:
             return self.actions[i:stop].sum(axis=0, dtype=np.float32)
         return self.actions[i].copy()
 
     def window(self, step: int, length: int) -> np.ndarray | None:
-        """Indices [index_at(step), + length), the last action repeated past the end; None if not all final."""
-        idx = np.minimum(np.arange(length) + self.index_at(step), self.length - 1)
-        return self.actions[idx].copy() if self.final[idx].all() else None
+        """What indices [index_at(step), + length) will command: past the end, the hold (the last row repeated for
+        absolute targets, zero for relative actions); None if not all final yet."""
+        idx = np.arange(length) + self.index_at(step)
+        clipped = np.minimum(idx, self.length - 1)
+        if not self.final[clipped].all():
+            return None
+        out = self.actions[clipped].copy()
+        if self.relative:
+            out[idx >= self.length] = 0.0
+        return out
 
     def future_state(self, step: int, switch_step: int, state: np.ndarray) -> np.ndarray | None:
         """The state the robot will be in at `switch_step` if this chunk keeps running from `step` (ALGORITHMS.md §2).
 
         Absolute targets: the last command before the switch, actions[index_at(switch_step - 1)] (the last action
-        repeated past the end). Deltas: state + the sum of every index executed in [step, switch_step).
-        None when those actions have not all arrived yet.
+        repeated past the end). Relative actions: state + increment_scale * the sum of every index executed in
+        [step, switch_step). None when those actions have not all arrived yet.
         """
-        if self.delta:
+        if self.relative:
             start, stop = self.index_at(step), min(self.index_at(switch_step), self.length)
             if start >= stop:
                 return np.asarray(state, np.float32).copy()
             if not self.span_ready(start, stop):
                 return None
-            return (np.asarray(state, np.float32) + self.actions[start:stop].sum(axis=0)).astype(np.float32)
+            rolled = self.increment_scale * self.actions[start:stop].sum(axis=0, dtype=np.float64)
+            return (np.asarray(state, np.float64) + rolled).astype(np.float32)
         i = min(self.index_at(switch_step - 1), self.length - 1)
         return self.actions[i].copy() if self.final[i] else None
 
@@ -104,6 +123,7 @@ class PendingRequest:
     final: np.ndarray  # [H] bool
     align: bool  # a late switch runs the index aligned with time (async); False: index 0 on arrival (sync)
     complete: bool = False  # the final message arrived
+    rows: int | None = None  # leading rows the final message said the chunk has (H, or fewer after an early stop)
 
     @property
     def chunk_id(self) -> int:

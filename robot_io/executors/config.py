@@ -7,8 +7,11 @@ from dataclasses import dataclass
 
 from robot_io.errors import ShapeError
 
-EXECUTION_MODES = ("sync", "naive", "vlash", "rtc", "faster")
-ACTION_KINDS = ("absolute", "delta")
+EXECUTION_MODES = ("sync", "naive", "vlash", "prefix", "rtc", "faster", "ensemble")
+# how the robot applies an action: "absolute" targets (joint positions), "delta" increments of the state per chunk
+# index, or "velocity" rates per second (the state advances by velocity * period per index)
+ACTION_KINDS = ("absolute", "delta", "velocity")
+STATE_SOURCES = ("observed", "commanded")
 # what the executor does once the link counts as lost (no reply for link_timeout_s while one is owed):
 # "finish-chunk" keeps executing the running chunk until it runs out (right when the server is only slow),
 # "hold" stops it at once, so the watchdog holds within one period (robots that must not move unsupervised)
@@ -26,7 +29,13 @@ class ExecutorConfig:
     delay_window: int = 20  # request latencies kept for the online delay estimate
     delay_percentile: float = 95.0  # d = ceil(this percentile of recent latencies / period)
     adapt_delay: bool = True  # False: keep d = initial_delay (reproducible runs, tests)
-    action_kind: str = "absolute"  # "absolute" joint targets, or "delta": per-index increments of the state
+    action_kind: str = "absolute"  # one of ACTION_KINDS
+    # the state sent by modes that do not roll it forward (sync, naive, prefix, rtc, ensemble): "observed" (the
+    # measured state), or "commanded": the last absolute command (what `vlash` sends at d = 0), so that an
+    # evaluation can separate the effect of the state's source from that of the future-state offset
+    state_source: str = "observed"
+    ensemble_every: int = 2  # ensemble: control steps between requests (at most one request in flight)
+    ensemble_decay: float = 0.01  # ensemble: ACT's m in w_i = exp(-m * i), i = 0 the oldest chunk
     request_timeout_s: float = 2.0  # a request without its reply after this is abandoned and re-sent
     retry_after_s: float = 0.5  # after a server error or a link failure, wait this long before requesting again
     prompt: str = ""  # task instruction; empty: the observation's "prompt" (simulated tasks), else ""
@@ -40,11 +49,17 @@ class ExecutorConfig:
             raise ValueError(f"ExecutorConfig.mode must be one of {EXECUTION_MODES}, got {self.mode!r}")
         if self.action_kind not in ACTION_KINDS:
             raise ValueError(f"ExecutorConfig.action_kind must be one of {ACTION_KINDS}, got {self.action_kind!r}")
+        if self.state_source not in STATE_SOURCES:
+            raise ValueError(f"ExecutorConfig.state_source must be one of {STATE_SOURCES}, got {self.state_source!r}")
+        if self.state_source == "commanded" and self.action_kind != "absolute":
+            raise ValueError("ExecutorConfig.state_source 'commanded' needs absolute actions (a command is a state)")
+        if not (math.isfinite(self.ensemble_decay) and self.ensemble_decay >= 0):
+            raise ValueError(f"ExecutorConfig.ensemble_decay must be >= 0, got {self.ensemble_decay}")
         if self.on_link_loss not in LINK_LOSS_POLICIES:
             raise ValueError(
                 f"ExecutorConfig.on_link_loss must be one of {LINK_LOSS_POLICIES}, got {self.on_link_loss!r}"
             )
-        for name in ("execution_horizon", "quantization", "delay_window", "record_window"):
+        for name in ("execution_horizon", "quantization", "delay_window", "record_window", "ensemble_every"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"ExecutorConfig.{name} must be an int >= 1, got {value!r}")
@@ -53,7 +68,7 @@ class ExecutorConfig:
                 f"ExecutorConfig.initial_delay must be an int >= 1 (a reply is never usable in the step of its "
                 f"request), got {self.initial_delay!r}"
             )
-        if self.mode != "sync" and self.initial_delay > self.execution_horizon:
+        if self.mode not in ("sync", "ensemble", "faster") and self.initial_delay > self.execution_horizon:
             raise ValueError(
                 f"ExecutorConfig: initial_delay {self.initial_delay} > execution_horizon {self.execution_horizon} "
                 "(the next chunk would arrive after the current one ran out)"
@@ -65,10 +80,19 @@ class ExecutorConfig:
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"ExecutorConfig.{name} must be > 0, got {value}")
 
+    @property
+    def relative(self) -> bool:
+        """Actions are increments or rates (a step commands the sum of its q indices; holding is zero)."""
+        return self.action_kind != "absolute"
+
     def max_delay(self, chunk_length: int) -> int:
-        """Largest d the chunk supports: d <= s (async) and (s + d) * q <= H."""
+        """Largest d the chunk supports: (s + d) * q <= H, and d <= s for the modes that wait for the whole chunk
+        (the next one would arrive after the running one ran out); faster waits only for its first rows and asks
+        for s + d rows, so it re-plans as often as its wait allows; ensemble: d * q < H."""
+        if self.mode == "ensemble":
+            return chunk_length // self.quantization - 1
         fit = chunk_length // self.quantization - self.execution_horizon
-        return fit if self.mode == "sync" else min(self.execution_horizon, fit)
+        return fit if self.mode in ("sync", "faster") else min(self.execution_horizon, fit)
 
     def check_chunk_length(self, chunk_length: int) -> None:
         """Raise ShapeError (a ValueError) when (s + 1) * q indices (the least any mode needs) exceed the chunk: found

@@ -9,7 +9,7 @@ import numpy as np
 
 
 class DelayEstimator:
-    """d = ceil(p-th percentile of the last `window` latencies / period), clamped to [1, max_delay].
+    """d = ceil(p-th percentile of the last `window` latencies / period), clamped to [0, max_delay].
 
     Latencies are measured from the start of the request's control tick (the observation time) to the
     arrival of what the switch needs, so a reply with latency L is usable at tick request + ceil(L / period).
@@ -41,4 +41,4 @@ class DelayEstimator:
         raw = self.initial if latency is None or not self.adapt else math.ceil(latency / self.period_s - 1e-9)
         if raw > max_delay:
             self.clamped += 1
-        return max(1, min(raw, max_delay))
+        return max(0, min(raw, max_delay))  # 0 only for a link that answers within the tick (simulated)

@@ -84,6 +84,9 @@ class ReplyHandling:
             if self._measures_ready():
                 self.delay.add(age_ms / 1e3)
         if message.final:
+            req.rows = message.start + len(actions)  # a final message carries rows [0, m)
+            if req is self._streaming and self.current is not None:
+                self.current.rows = req.rows
             rec.latency_ms = self.last_latency_ms = age_ms
             rec.reply_step = rec.request_step + math.ceil(age_ms / 1e3 / self.period_s - 1e-9)
             rec.timing_ms = dict(message.timing_ms)

@@ -1,22 +1,27 @@
-"""The five execution modes in real time, with the semantics of vlash/eval/modes.py (discrete time).
+"""The execution modes: when to request, what to send, how the new chunk takes over (docs/METHODS.md).
 
 A request at step k carries the observation of step k; d is the online delay estimate; s the execution
 horizon; q the quantization. Every mode's first request (nothing running) is sync: hold, run from index 0.
+`delay_steps` on the wire is d * q: the chunk indices that run before the new chunk takes over.
 
-    sync    request when the running chunk has run s steps; hold until the reply; run it from index 0
-    naive   request at start + s - d with the observed (stale) state; switch at k + d running index d*q
-            (chunk index 0 is the request time: the actions that went stale during the delay are skipped)
-    vlash   same timing; send future_state = the state at the switch, rolled forward from the committed actions
-            (absolute: the last command before the switch; delta: state + the executed increments); switch at
-            k + d running index 0 (the chunk was planned for the switch time). When the state has more entries
-            than the action (`state_index` locates the action's joints in it), only those entries are rolled
-            forward; the others (velocities, forces, ...) keep their observed values
-    rtc     same timing as naive; send the committed prefix (the d*q chunk indices executed during the delay,
-            returned bit-exact) and delay_steps d (training-time RTC, ALGORITHMS.md §4b; "prefix" in
-            vlash/eval/modes.py); switch at k + d running index d*q
-    faster  rtc + horizon-aware sampling with streamed partial Actions: d is the time until the first new action
-            is final (not the whole chunk), so requests launch later; the switch happens as soon as the index it
-            needs is final, without waiting for the rest of the chunk
+    sync      request when the running chunk has run s steps; hold until the reply; run it from index 0
+    naive     request at start + s - d with the observed (stale) state; switch at k + d running index d*q
+              (chunk index 0 is the request time: the actions that went stale during the delay are skipped)
+    vlash     same timing; send future_state = the state at the switch, rolled forward from the committed actions
+              (absolute: the last command before the switch; relative: state + the executed increments); switch at
+              k + d running index 0 (the chunk was planned for the switch time). When the state has more entries
+              than the action (`state_index` locates the action's joints in it), only those entries are rolled
+              forward; the others (velocities, forces, ...) keep their observed values
+    prefix    same timing as naive; send the committed prefix (the d*q chunk indices executed during the delay,
+              returned bit-exact; training-time RTC, ALGORITHMS.md §4b); switch at k + d running index d*q
+    rtc       same timing as naive; send the running chunk's leftover as the guidance target of guided
+              inference-time RTC (ALGORITHMS.md §4a; constant schedule); switch at k + d running index d*q
+    faster    prefix + horizon-aware sampling with streamed partial Actions: d is the time until the first new action
+              is final (not the whole chunk), so requests launch later; the switch happens as soon as the index it
+              needs is final, without waiting for the rest of the chunk. The server stops sampling once the prefix
+              and the next (s + d) q indices are final (its final message carries only those rows)
+    ensemble  a request every `ensemble_every` steps (one in flight at a time); every live chunk, aligned with
+              time, is averaged with ACT's temporal-ensembling weights
 
 A reply that arrives after its planned switch takes over on arrival at the time-aligned index (async modes).
 """
@@ -26,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from robot_io.executors.base import ChunkExecutor
-from robot_io.executors.chunk import PendingRequest
+from robot_io.executors.chunk import PendingRequest, RunningChunk
 
 
 class SyncExecutor(ChunkExecutor):
@@ -44,9 +49,13 @@ class NaiveExecutor(ChunkExecutor):
     mode = "naive"
 
     def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
+        return self._aligned(step, d, {})
+
+    def _aligned(self, step: int, d: int, infer: dict) -> dict:
+        """Switch at step + d running index d*q (chunk index 0 is the request time)."""
         q = self.config.quantization
-        return dict(infer=dict(delay_steps=d), switch_step=step + d, first_index=d * q, align=True, delay=d,
-                    mode=self.mode)  # fmt: skip
+        return dict(infer=dict(delay_steps=d * q, **infer), switch_step=step + d, first_index=d * q, align=True,
+                    delay=d, mode=self.mode)  # fmt: skip
 
 
 class VlashExecutor(ChunkExecutor):
@@ -61,24 +70,36 @@ class VlashExecutor(ChunkExecutor):
             rolled = np.asarray(state, np.float32).copy()
             rolled[idx] = future
             future = rolled
-        return dict(infer=dict(future_state=future, delay_steps=d), switch_step=step + d, first_index=0, align=True,
-                    delay=d, mode=self.mode)  # fmt: skip
+        q = self.config.quantization
+        return dict(infer=dict(future_state=future, delay_steps=d * q), switch_step=step + d, first_index=0,
+                    align=True, delay=d, mode=self.mode)  # fmt: skip
 
 
-class RtcExecutor(ChunkExecutor):
-    mode = "rtc"
+class PrefixExecutor(NaiveExecutor):
+    mode = "prefix"
     schedule = "constant"
 
     def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
-        q = self.config.quantization
-        prefix = self.current.window(step, d * q)
+        prefix = self.current.window(step, d * self.config.quantization)
         if prefix is None:
             return None
-        infer = dict(prefix=prefix, delay_steps=d, schedule=self.schedule)
-        return dict(infer=infer, switch_step=step + d, first_index=d * q, align=True, delay=d, mode=self.mode)
+        return self._aligned(step, d, dict(prefix=prefix, schedule=self.schedule))
 
 
-class FasterExecutor(RtcExecutor):
+class RtcExecutor(NaiveExecutor):
+    mode = "rtc"
+
+    def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
+        cur = self.current
+        start = cur.index_at(step)
+        leftover = cur.window(step, cur.length - start) if start < cur.length else None
+        if start < cur.length and leftover is None:
+            return None  # the leftover has not all arrived yet
+        infer = {} if leftover is None else dict(guidance=leftover, schedule="constant")
+        return self._aligned(step, d, infer)
+
+
+class FasterExecutor(PrefixExecutor):
     mode = "faster"
     schedule = "horizon-aware"
 
@@ -88,13 +109,69 @@ class FasterExecutor(RtcExecutor):
         return plan
 
     def _usable(self, req: PendingRequest, index: int) -> bool:
-        stop = index + (self.config.quantization if self.config.action_kind == "delta" else 1)
+        stop = index + (self.config.quantization if self.config.relative else 1)
         return bool(req.final[index:stop].all())
+
+    def _rows_to_run(self, d: int) -> int:
+        """s + d: the server stops sampling after these rows, so ask for d more than a switch on time runs. They cover
+        a next chunk that is late by up to d steps, and a launch deferred while this chunk's rows still stream."""
+        return self.config.execution_horizon + d
 
     def _measures_ready(self) -> bool:
         return True
 
 
+class EnsembleExecutor(NaiveExecutor):
+    mode = "ensemble"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._live: list[RunningChunk] = []  # chunks that still have actions for the coming steps, oldest first
+        self._last_request = -(2**62)
+
+    def reset(self) -> None:
+        super().reset()
+        self._live.clear()
+        self._last_request = -(2**62)
+
+    def _due(self, step: int) -> bool:
+        return step >= self._last_request + self.config.ensemble_every
+
+    def _first_plan(self, step: int) -> dict:
+        self._last_request = step
+        return super()._first_plan(step)
+
+    def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
+        self._last_request = step
+        return self._aligned(step, d, {})
+
+    def _activate(self, step: int) -> None:
+        before = self.current
+        super()._activate(step)
+        if self.current is not before and self.current is not None:
+            self._live.append(self.current)
+
+    def _command(self, step: int) -> np.ndarray | None:
+        action = super()._command(step)  # waiting, counts, and the newest chunk's own action
+        self._live = [c for c in self._live if c.index_at(step) < c.length]
+        if action is None:
+            return None
+        actions = [a for a in (c.command(step) for c in self._live) if a is not None]
+        weights = np.exp(-self.config.ensemble_decay * np.arange(len(actions)))
+        mixed = np.einsum("i,ij->j", weights / weights.sum(), np.stack(actions)).astype(np.float32)
+        self._last_command = mixed
+        return mixed
+
+
 EXECUTORS: dict[str, type[ChunkExecutor]] = {
-    cls.mode: cls for cls in (SyncExecutor, NaiveExecutor, VlashExecutor, RtcExecutor, FasterExecutor)
+    cls.mode: cls
+    for cls in (
+        SyncExecutor,
+        NaiveExecutor,
+        VlashExecutor,
+        PrefixExecutor,
+        RtcExecutor,
+        FasterExecutor,
+        EnsembleExecutor,
+    )  # fmt: skip
 }

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from robot_io.protocol import Infer
 from robot_io.sim import make_env
 from vlash.eval.policies import ModelPolicy
-from vlash.eval.requests import PlanRequest
 from vlash.policies.policy_dir import load_policy
 from vlash.policies.shipped import shipped_policy_dir
 
@@ -25,8 +25,14 @@ def test_shipped_policy_loads_and_acts_from_the_state_it_is_given(name, augmente
     assert policy.processor.relative  # chunks relative to the state the request carries
     env = make_env("reach", seed=3)
     obs, _ = env.reset(seed=3)
-    runner = ModelPolicy(policy)
-    for state in (obs["state"], obs["state"] + np.float32(0.5)):  # also a future state it has not seen
-        result = runner.plan(PlanRequest(image=obs["image"], state=state, instruction=env.instruction, seed=0))
+    chunk_policy = ModelPolicy(policy)
+    plan = chunk_policy.planner(env, lambda step: None, 1)
+    images = {chunk_policy.camera: obs["image"]}
+    state = np.asarray(obs["state"], np.float32)
+    for future in (None, state + np.float32(0.5)):  # also a future state it has not seen
+        infer = Infer(request_id=1, step_index=0, capture_time_ns=0, prompt=env.instruction, images=images,
+                      state=state, future_state=future, delay_steps=0 if future is None else 4, seed=0)  # fmt: skip
+        result = plan(infer)
         assert result.actions.shape == (policy.config.action_horizon, 2) and np.isfinite(result.actions).all()
-        assert np.abs(result.actions[0] - state).max() < 0.3  # the chunk starts where it was told the arm is
+        planning = state if future is None else future
+        assert np.abs(result.actions[0] - planning).max() < 0.3  # the chunk starts where it was told the arm is

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from vlash.cli.main import main
@@ -53,3 +54,36 @@ def test_eval_rejects_bad_arguments(capsys):
         == 2
     )
     assert "delay 12 > execution horizon 10" in capsys.readouterr().err
+    assert main(["eval", "--task", "reach", "--policy", "oracle", "--modes", "sync,warp", "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--modes: ['warp']" in err and "choose from sync,naive,vlash" in err and err.count("\n") == 1
+
+
+def _reach(tmp_path, name: str, *extra: str) -> dict:
+    out = tmp_path / f"{name}.json"
+    args = ["eval", "--task", "reach", "--policy", "oracle", "--modes", "sync", "--delays", "2", "--episodes", "2",
+            "--workers", "1", "--json", str(out), *extra]  # fmt: skip
+    assert main(args) == 0
+    return json.loads(out.read_text())
+
+
+def test_the_report_split_runs_its_own_seeds(tmp_path, capsys):
+    dev, report = _reach(tmp_path, "dev"), _reach(tmp_path, "report", "--split", "report")
+    assert [e["seed"] for e in dev["episodes"]] == [0, 1]
+    assert [e["seed"] for e in report["episodes"]] == [100_000, 100_001] and report["settings"]["seed"] == 100_000
+    assert "seeds 100000-100001" in capsys.readouterr().out
+    assert [e["seed"] for e in _reach(tmp_path, "own", "--split", "report", "--seed", "7")["episodes"]] == [7, 8]
+
+
+def test_state_source_commanded_reaches_the_executor(tmp_path):
+    observed, commanded = _reach(tmp_path, "observed"), _reach(tmp_path, "commanded", "--state-source", "commanded")
+    assert observed["settings"]["executor"]["state_source"] == "observed"
+    assert commanded["settings"]["executor"]["state_source"] == "commanded"
+    jerk = lambda summary: [e["jerk"] for e in summary["episodes"]]  # noqa: E731
+    assert jerk(commanded) != jerk(observed)  # sync re-plans from its last command, not the lagging arm
+
+
+def test_faster_can_replan_every_step(capsys):
+    args = ["eval", "--task", "reach", "--policy", "oracle", "--modes", "sync,faster", "--delays", "4",
+            "--execution-horizon", "1", "--episodes", "1", "--workers", "1"]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err

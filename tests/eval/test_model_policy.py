@@ -1,16 +1,18 @@
-"""The trained-model side of the harness: a (random) pi0.5 policy directory answers every request kind."""
+"""The trained-model side of the harness: a (random) pi0.5 policy directory answers every request kind the executors
+send, with the finality the oracle's simulated link assumes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tests.eval.fake_env import RampEnv
+from robot_io.executors import EXECUTION_MODES, ExecutorConfig
+from robot_io.protocol import Infer
+from tests.eval.fake_env import RampEnv, RecordingPolicy
 from tests.policies.builders import train_wordlevel_tokenizer
 from vlash.eval.episode import EpisodeRunner
-from vlash.eval.modes import ExecutionConfig
+from vlash.eval.link import NOT_FINAL_ROW, PREFIX_ROW, LinkTiming, oracle_result
 from vlash.eval.policies import ModelPolicy
-from vlash.eval.requests import GuidanceRequest, PlanRequest
 from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.policies.pi05 import load_preset
@@ -30,34 +32,67 @@ def policy(tmp_path_factory):
     return ModelPolicy(load_policy(root / "p"), num_steps=3)
 
 
-def _request(**kw) -> PlanRequest:
+def _infer(**fields) -> Infer:
     image = np.random.default_rng(0).integers(0, 255, (96, 96, 3), dtype=np.uint8)
-    return PlanRequest(image=image, state=np.array([0.5], np.float32), instruction="go to the goal", **kw)
+    fields = {"state": np.array([0.5], np.float32), **fields}
+    return Infer(request_id=1, step_index=0, capture_time_ns=0, prompt="go to the goal",
+                 images={"base_0_rgb": image}, **fields)  # fmt: skip
 
 
-def test_plans_are_deterministic_per_seed(policy):
-    a = policy.plan(_request(seed=1)).actions
+@pytest.fixture(scope="module")
+def plan(policy):
+    return policy.planner(RampEnv(), lambda step: None, 1)
+
+
+def test_plans_are_deterministic_per_seed(plan):
+    a = plan(_infer(seed=1)).actions
     assert a.shape == (50, 1) and np.isfinite(a).all()
-    np.testing.assert_array_equal(a, policy.plan(_request(seed=1)).actions)
-    assert not np.array_equal(a, policy.plan(_request(seed=2)).actions)
+    np.testing.assert_array_equal(a, plan(_infer(seed=1)).actions)
+    assert not np.array_equal(a, plan(_infer(seed=2)).actions)
 
 
-def test_prefix_is_kept_bit_exactly_with_horizon_aware_sampling(policy):
+def test_prefix_is_kept_bit_exactly_with_horizon_aware_sampling(plan):
     prefix = np.array([[0.1], [0.2], [0.3]], np.float32)
-    result = policy.plan(_request(prefix=prefix, schedule="horizon-aware"))
+    result = plan(_infer(prefix=prefix, schedule="horizon-aware", seed=0))
     np.testing.assert_array_equal(result.actions[:3], prefix)
-    assert (result.final_at_step[:3] == -2).all() and result.final_at_step[3] == 0
+    assert (result.final_at_step[:3] == PREFIX_ROW).all() and result.final_at_step[3] == 0
 
 
-def test_guided_request_runs_and_moves_toward_the_target(policy):
-    target = np.full((50, 1), 3.0, np.float32)
-    free = policy.plan(_request()).actions
-    guided = policy.plan(_request(guidance=GuidanceRequest(target, delay=3, execution_horizon=10))).actions
+def test_guided_request_runs_and_moves_toward_the_target(plan):
+    target = np.full((40, 1), 3.0, np.float32)  # the running chunk's leftover: 40 of 50 indices
+    free = plan(_infer(seed=0)).actions
+    guided = plan(_infer(guidance=target, delay_steps=3, execution_horizon=10, schedule="constant", seed=0)).actions
     assert np.abs(guided[:20] - 3.0).mean() < np.abs(free[:20] - 3.0).mean()
 
 
+def test_a_horizon_aware_request_with_s_stops_early_and_the_link_sends_only_its_final_rows(plan):
+    result = plan(_infer(schedule="horizon-aware", execution_horizon=4, prefix=np.zeros((3, 1), np.float32), seed=0))
+    final = result.final_at_step != NOT_FINAL_ROW
+    assert result.steps_run < 3 and 7 <= final.sum() < 50 and np.isnan(result.actions[~final]).all()
+    planned = LinkTiming(4, num_steps=3).planned(result)
+    assert planned.rows == final.sum() and planned.final_fraction < 1.0  # the engine is free sooner
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"schedule": "horizon-aware"}, {"schedule": "horizon-aware", "execution_horizon": 10},
+     {"schedule": "horizon-aware", "execution_horizon": 4, "prefix": np.zeros((3, 1), np.float32)},
+     {"schedule": "constant", "execution_horizon": 10, "prefix": np.zeros((2, 1), np.float32)}],
+)  # fmt: skip
+def test_the_oracles_finality_is_the_models(plan, fields):
+    """The oracle's simulated link times rows as the real sampler behind a model finishes them."""
+    model = plan(_infer(seed=0, **fields))
+    oracle = oracle_result(np.zeros((50, 1), np.float32), _infer(**fields), num_steps=3)
+    np.testing.assert_array_equal(oracle.final_at_step, model.final_at_step)
+    assert oracle.steps_run == model.steps_run
+    final = model.final_at_step != NOT_FINAL_ROW
+    assert np.isfinite(model.actions[final]).all()
+
+
 def test_model_policy_drives_an_episode_in_every_mode(policy):
-    for mode in ("sync", "naive", "vlash", "rtc", "prefix", "faster", "ensemble"):
-        env = RampEnv(max_steps=30)
-        trace = EpisodeRunner(env, policy, ExecutionConfig(mode, 2, execution_horizon=8, ensemble_every=4)).run(0)
+    for mode in EXECUTION_MODES:
+        env, recording = RampEnv(max_steps=30), RecordingPolicy(policy)
+        config = ExecutorConfig(mode=mode, execution_horizon=8, ensemble_every=4, initial_delay=1)
+        trace = EpisodeRunner(env, recording, config, LinkTiming(2, num_steps=3)).run(0)
         assert trace.steps == 30 and np.isfinite(np.stack(trace.commands)).all(), mode
+        assert trace.missed_steps == 0 and len(recording.requests) >= 3, mode

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.eval.test_modes import _run
+from tests.eval.fake_env import run_ramp
 from vlash.eval.metrics import MIN_PROGRESS, reaction_steps
 
 
@@ -30,9 +30,11 @@ def test_motion_from_a_plan_made_before_the_event_is_not_a_reaction():
 
 
 def test_the_trace_records_the_observation_behind_each_command():
-    trace, requests = _run("sync", delay=3, s=10)
-    assert [k for k, _ in requests][:2] == [0, 13]
+    trace, policy = run_ramp("sync", delay=3, s=10)
+    assert policy.steps[:2] == [0, 13]
     assert trace.plan_steps[:3] == [-1, -1, -1]  # holding for the first chunk
     assert set(trace.plan_steps[3:16]) == {0} and trace.plan_steps[16] == 13  # run 10, hold 3, next chunk
-    trace, requests = _run("faster", delay=4, s=2)
-    assert trace.plan_steps[4:10] == [0, 0, 5, 5, 7, 7]  # a plan observed 1 step before each switch
+    trace, policy = run_ramp("faster", delay=4, s=2)
+    assert trace.plan_steps[1:9] == [0, 0, 2, 2, 4, 4, 6, 6]  # a plan observed 1 step before each switch
+    trace, policy = run_ramp("ensemble", delay=2, s=10, ensemble_every=3)
+    assert trace.plan_steps[2:9] == [0, 0, 0, 3, 3, 3, 6]  # the newest chunk's observation

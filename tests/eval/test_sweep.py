@@ -8,10 +8,12 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
+from robot_io.executors import ExecutorConfig
 from vlash.errors import CheckpointError, ConfigError
 from vlash.eval import sweep
-from vlash.eval.modes import ExecutionConfig
-from vlash.eval.sweep import ORACLE, SweepConfig, SweepWorkerError, check_sweep, run_sweep
+from vlash.eval.link import LinkTiming
+from vlash.eval.policies import OraclePolicy
+from vlash.eval.sweep import ORACLE, SEED_SPLITS, SweepConfig, SweepWorkerError, check_sweep, jobs_for, run_sweep
 from vlash.policies.shipped import available_shipped, shipped_policy_dir
 
 pytestmark = pytest.mark.sim
@@ -24,7 +26,8 @@ def config(**changes) -> SweepConfig:
         "modes": ("sync",),
         "delays": (0,),
         "episodes": 1,
-        "execution": ExecutionConfig(mode="sync", delay=0),
+        "executor": ExecutorConfig(mode="sync"),
+        "timing": LinkTiming(0),
         "workers": 2,
     }
     return SweepConfig(**{**base, **changes})
@@ -46,7 +49,8 @@ def no_pool(monkeypatch):
         ({"task": "fly"}, "unknown task 'fly'; choose one of reach"),
         ({"modes": ("sync", "warp")}, "mode must be one of"),
         ({"modes": ("naive",), "delays": (12,)}, "delay 12 > execution horizon 10"),
-        ({"execution": ExecutionConfig(mode="sync", delay=0, execution_horizon=48), "delays": (4,)}, "chunk has 50"),
+        ({"modes": ("naive",), "executor": ExecutorConfig(execution_horizon=48), "delays": (4,)}, r"\(s \+ d\) \* q"),
+        ({"executor": ExecutorConfig(mode="sync", execution_horizon=50)}, r"\(s \+ 1\) \* q .* chunk has 50"),
         ({"delays": ()}, "at least one mode and one delay"),
     ],
 )
@@ -67,7 +71,7 @@ def test_a_truncated_checkpoint_fails_in_the_parent(no_pool, tmp_path):
 
 def test_a_worker_setup_failure_is_one_line_from_the_real_pool(monkeypatch):
     """Bypass the parent's check so a spawned worker's initializer fails: its first job reports why."""
-    monkeypatch.setattr(sweep, "check_sweep", lambda cfg: None)
+    monkeypatch.setattr(sweep, "check_sweep", lambda cfg: OraclePolicy())
     with pytest.raises(SweepWorkerError) as caught:
         run_sweep(config(task="fly"))
     message = str(caught.value)
@@ -75,10 +79,35 @@ def test_a_worker_setup_failure_is_one_line_from_the_real_pool(monkeypatch):
 
 
 def test_an_episode_failure_names_the_episode(monkeypatch):
-    sweep._init_worker(ORACLE, "reach", 96)
+    cfg = config()
+    sweep._init_worker(cfg.policy, cfg.task, cfg.sim)
     monkeypatch.setattr(sweep, "EpisodeRunner", lambda *a: (_ for _ in ()).throw(RuntimeError("boom\nat line 2")))
     with pytest.raises(SweepWorkerError, match=r"^reach sync d=0 seed 7: RuntimeError: boom at line 2$"):
-        sweep._run_job(("reach", ExecutionConfig(mode="sync", delay=0), 7))
+        sweep._run_job(("reach", ExecutorConfig(mode="sync"), LinkTiming(0), 7))
+
+
+def test_a_commanded_state_with_relative_actions_fails_in_the_parent(no_pool):
+    from robot_io.sim.settings import SimSettings
+
+    commanded = ExecutorConfig(mode="naive", state_source="commanded")
+    with pytest.raises(ConfigError, match="needs absolute actions"):
+        run_sweep(config(modes=("naive",), executor=commanded, sim=SimSettings(action_interface="velocity")))
+
+
+def test_an_ensemble_delay_past_the_chunk_fails_in_the_parent(no_pool):
+    with pytest.raises(ConfigError, match="chunk has 50"):
+        run_sweep(config(modes=("ensemble",), delays=(50,)))
+
+
+def test_every_cell_runs_the_same_seeds_with_its_own_mode_and_delay():
+    executor, timing = ExecutorConfig(mode="sync", quantization=2), LinkTiming(0, prefill_share=0.3)
+    cfg = config(modes=("sync", "faster"), delays=(0, 3), episodes=2, seed=SEED_SPLITS["report"], executor=executor,
+                 timing=timing)  # fmt: skip
+    jobs = jobs_for(cfg)
+    cells = {(ex.mode, timing.delay): [seed for _, e, t, seed in jobs if (e.mode, t.delay) == (ex.mode, timing.delay)]
+             for _, ex, timing, _ in jobs}  # fmt: skip
+    assert cells == {cell: [100_000, 100_001] for cell in [("sync", 0), ("sync", 3), ("faster", 0), ("faster", 3)]}
+    assert all(ex.quantization == 2 and timing.prefill_share == 0.3 for _, ex, timing, _ in jobs)
 
 
 def test_a_worker_that_dies_is_one_line(monkeypatch):

@@ -88,8 +88,8 @@ def test_delta_actions_with_quantization_command_the_sum_of_q_increments():
     np.testing.assert_allclose(h.actions[3], first[0] + first[1])  # chunk started at step 3 (0.25 s)
 
 
-def test_rtc_sends_the_committed_prefix_and_gets_it_back_bit_exact():
-    h = Harness(mode="rtc", execution_horizon=5, initial_delay=3).run(12)
+def test_prefix_sends_the_committed_prefix_and_gets_it_back_bit_exact():
+    h = Harness(mode="prefix", execution_horizon=5, initial_delay=3).run(12)
     first, second = plan(h.client.requests[0]), h.client.requests[1]
     np.testing.assert_array_equal(second.prefix, first[2:5])  # the actions of steps 5, 6, 7
     assert second.delay_steps == 3 and second.schedule == "constant" and second.future_state is None
@@ -99,7 +99,7 @@ def test_rtc_sends_the_committed_prefix_and_gets_it_back_bit_exact():
 
 
 def test_quantization_executes_every_qth_action_and_scales_the_overlap():
-    h = Harness(mode="rtc", execution_horizon=5, initial_delay=2, quantization=2, latency_s=0.15).run(12)
+    h = Harness(mode="prefix", execution_horizon=5, initial_delay=2, quantization=2, latency_s=0.15).run(12)
     assert [h.chunk_at(k) for k in (2, 3, 4)] == [(1, 0), (1, 2), (1, 4)]
     second = h.client.requests[1]
     assert second.step_index == 2 + 5 - 2
@@ -246,7 +246,9 @@ def test_a_silent_server_times_out_and_the_executor_asks_again():
 
 def test_config_errors_name_the_bad_value():
     with pytest.raises(ValueError, match="mode must be one of"):
-        ExecutorConfig(mode="ensemble")
+        ExecutorConfig(mode="fancy")
+    with pytest.raises(ValueError, match="state_source .commanded. needs absolute"):
+        ExecutorConfig(action_kind="velocity", state_source="commanded")
     with pytest.raises(ValueError, match="initial_delay 6 > execution_horizon 5"):
         ExecutorConfig(mode="naive", execution_horizon=5, initial_delay=6)
     with pytest.raises(ValueError, match=r"\(s \+ 1\) \* q"):

@@ -52,10 +52,10 @@ def test_help_needs_no_torch_gymnasium_or_opencv(name):
 @pytest.mark.sim  # the simulated arm (gymnasium, OpenCV)
 def test_run_client_drives_the_simulated_arm(capsys):
     with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), metadata(2, 2)) as server:
-        assert example_main("run_client")(["--server", server.endpoint, "--duration", "1", "--mode", "rtc"]) == 0
+        assert example_main("run_client")(["--server", server.endpoint, "--duration", "1", "--mode", "prefix"]) == 0
         requests = list(server.requests)
     assert len(requests) >= 2 and all(list(r.images) == ["base_0_rgb"] for r in requests)  # the sim's one camera
-    assert any(r.prefix is not None for r in requests)  # rtc mode
+    assert any(r.prefix is not None for r in requests)  # prefix mode
     out = capsys.readouterr().out
     assert "{'base_0_rgb': 'base_0_rgb', 'left_wrist_0_rgb': None}" in out and "missed_deadlines:" in out
 

@@ -157,3 +157,11 @@ def test_a_failing_hold_is_counted_and_the_watchdog_keeps_watching():
         assert len(calls) == 2 and dog.failures == 2
     finally:
         dog.stop()
+
+
+def test_velocity_actions_hold_at_zero_and_are_clipped_to_the_action_limits():
+    safety = Safety(SafetyConfig((-1.0, -1.0), (1.0, 1.0), action_kind="velocity"), action_dim=2)
+    sent, held = safety.filter(np.array([2.0, -0.5], np.float32), measured=np.array([3.0, 3.0], np.float32))
+    assert not held and sent.tolist() == [1.0, -0.5]  # a rate, clipped to its bounds, never to the joint positions
+    sent, held = safety.filter(None, measured=np.array([3.0, 3.0], np.float32))
+    assert held and sent.tolist() == [0.0, 0.0]  # holding a velocity arm is commanding zero

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.tools.tool_loader import load_tool
 from vlash.errors import ConfigError
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("approach_profile", ROOT / "tools" / "approach_profile.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("approach_profile")
 
 
 def _info(ee, target, events=()):
@@ -77,9 +69,29 @@ def test_oracle_reach_run_writes_json_and_plot(tmp_path):
     assert png.stat().st_size > 0
 
 
+def test_the_delay_and_mode_reach_the_robots_executor(tmp_path):
+    tool = _tool()
+
+    def first_touch(*args: str) -> float:
+        out = tmp_path / "r.json"
+        tool.main(["--task", "reach", "--episodes", "1", "--json", str(out), *args])
+        (oracle,) = json.loads(out.read_text())["policies"]
+        return oracle["radii"][-1]["median_steps"]
+
+    instant, waiting = first_touch(), first_touch("--delay", "4")
+    assert waiting > instant + 4  # sync holds d steps for every chunk
+    assert first_touch("--mode", "vlash", "--delay", "4") < waiting  # the async mode hides the delay
+
+
 def test_bad_arguments_are_refused():
     tool = _tool()
     with pytest.raises(ConfigError):
         tool.main(["--radii", "0.1,-1"])
     with pytest.raises(SystemExit):
         tool.main(["--task", "track"])  # moving targets have no fixed goal to approach
+    with pytest.raises(SystemExit):
+        tool.main(["--mode", "warp"])
+    with pytest.raises(ConfigError, match="delay must be an int >= 0"):
+        tool.main(["--delay", "-1"])
+    with pytest.raises(ConfigError, match="delay 12 > execution horizon 10"):
+        tool.main(["--mode", "naive", "--delay", "12", "--episodes", "1"])

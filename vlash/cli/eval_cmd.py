@@ -9,15 +9,17 @@ from pathlib import Path
 
 from rich.console import Console
 
+from robot_io.executors import EXECUTION_MODES, STATE_SOURCES, ExecutorConfig
 from vlash.atomic import atomic_write
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import check_output_file, positive_int
 from vlash.errors import ConfigError
-from vlash.eval.modes import MODES, ExecutionConfig
+from vlash.eval.link import LinkTiming
 from vlash.eval.report import plot_summary, print_table
-from vlash.eval.sweep import SweepConfig, run_sweep, summarize
+from vlash.eval.sweep import SEED_SPLITS, SweepConfig, run_sweep, summarize
 from vlash.policies.policy_source import ORACLE, PolicyKind
 from vlash.progress import progress
+from vlash.resources import config_dir
 
 ACCEPTED = {
     PolicyKind.ORACLE: "the scripted expert: the mechanism alone",
@@ -35,9 +37,26 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="simulated success / reaction / smoothness vs inference delay per mode")
-    p.add_argument("--task", required=True, help="reach, track, whack or intercept")
+    p.add_argument("--task", required=True, help="reach, hold, track, whack or intercept")
+    p.add_argument(
+        "--sim-config",
+        type=Path,
+        default=None,
+        help="simulator settings: a YAML file or a shipped name (position, velocity, velocity-load: "
+        "configs/eval/*.yaml); default: position actions, no disturbance",
+    )
+    p.add_argument(
+        "--sim",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one simulator setting, e.g. action_interface=velocity, disturbance.scale=0.3, "
+        "task.hold_steps=45 (repeatable)",
+    )
     add_policy_arguments(p, "the policy to evaluate", ACCEPTED)
-    p.add_argument("--modes", default="sync,naive,vlash,faster", help=f"comma-separated, from {','.join(MODES)}")
+    p.add_argument(
+        "--modes", default="sync,naive,vlash,faster", help=f"comma-separated, from {','.join(EXECUTION_MODES)}"
+    )
     p.add_argument("--delays", type=_ints, default=(0, 2, 4), help="inference delays in control steps, e.g. 0,2,4")
     p.add_argument("--episodes", type=positive_int, default=50, help="episodes per (mode, delay)")
     p.add_argument(
@@ -47,13 +66,41 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="s: actions run per chunk (faster may go below d: its sampler stops early)",
     )
     p.add_argument("--quantization", type=int, default=1, help="q: execute every q-th action")
-    p.add_argument("--prefill-fraction", type=float, default=0.15, help="faster: prefill share of the delay")
-    p.add_argument("--seed", type=int, default=0, help="first episode seed (every cell runs the same seeds)")
+    p.add_argument(
+        "--prefill-share", type=float, default=0.15, help="share of the delay spent in prefill (streamed replies)"
+    )
+    p.add_argument(
+        "--state-source",
+        default="observed",
+        choices=STATE_SOURCES,
+        help="state sent by the modes that do not roll it forward: measured, or the last command (what vlash sends "
+        "at d = 0)",
+    )
+    p.add_argument("--ensemble-every", type=positive_int, default=2, help="ensemble: control steps between requests")
+    p.add_argument(
+        "--split",
+        default="dev",
+        choices=tuple(SEED_SPLITS),
+        help=f"seed range: dev (tuning, from {SEED_SPLITS['dev']}) or report (published results, from "
+        f"{SEED_SPLITS['report']})",
+    )
+    p.add_argument("--seed", type=int, default=None, help="first episode seed (default: the split's first)")
     p.add_argument(
         "--workers", type=positive_int, default=os.cpu_count() or 1, help="worker processes (1: in this process)"
     )
     p.add_argument("--json", type=Path, default=None, help="write the summary and per-episode metrics here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG (success vs delay; reaction latency)")
+
+
+def sim_config_path(value: Path | None) -> Path | None:
+    """--sim-config: a YAML file, or the name of a shipped one (velocity-load: configs/eval/velocity-load.yaml)."""
+    if value is None or value.is_file():
+        return value
+    shipped = config_dir("eval") / f"{value.name.removesuffix('.yaml')}.yaml"
+    if str(value.parent) == "." and shipped.is_file():
+        return shipped
+    names = ", ".join(sorted(p.stem for p in config_dir("eval").glob("*.yaml")))
+    raise ConfigError(f"--sim-config: no such file {value}; shipped settings: {names}")
 
 
 def sweep_config(args: argparse.Namespace) -> SweepConfig:
@@ -64,25 +111,40 @@ def sweep_config(args: argparse.Namespace) -> SweepConfig:
     if args.plot is not None:
         import matplotlib  # noqa: F401  (the sim extra: missing is said now, not after the sweep)
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    if not modes:
-        raise ConfigError(f"--modes: give at least one of {','.join(MODES)}")
+    unknown = [m for m in modes if m not in EXECUTION_MODES]
+    if not modes or unknown:
+        raise ConfigError(f"--modes: {unknown or 'none given'}; choose from {','.join(EXECUTION_MODES)}")
     if not args.delays:
         raise ConfigError("--delays: give at least one delay, e.g. 0,2,4")
-    execution = ExecutionConfig(
-        mode=modes[0],
-        delay=0,
-        execution_horizon=args.execution_horizon,
-        quantization=args.quantization,
-        prefill_fraction=args.prefill_fraction,
-    )
+    from robot_io.sim.errors import SimConfigError
+    from robot_io.sim.settings import load_sim_settings
+
+    try:
+        sim = load_sim_settings(sim_config_path(args.sim_config), args.sim)
+    except SimConfigError as exc:
+        raise ConfigError(f"--sim-config / --sim: {exc}") from None
+    try:
+        executor = ExecutorConfig(
+            mode=modes[0],
+            initial_delay=1,  # each episode sets its own (vlash.eval.episode.executor_config)
+            execution_horizon=args.execution_horizon,
+            quantization=args.quantization,
+            state_source=args.state_source,
+            ensemble_every=args.ensemble_every,
+        )
+        timing = LinkTiming(delay=0, prefill_share=args.prefill_share)
+    except ValueError as exc:  # one line naming the setting
+        raise ConfigError(str(exc)) from None
     return SweepConfig(
         task=args.task,
         policy=ORACLE if source.kind is PolicyKind.ORACLE else str(source.path),
         modes=modes,
         delays=args.delays,
         episodes=args.episodes,
-        execution=execution,
-        seed=args.seed,
+        executor=executor,
+        timing=timing,
+        seed=SEED_SPLITS[args.split] if args.seed is None else args.seed,
+        sim=sim,
         workers=args.workers,
     )
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from vlash.eval.episode import EpisodeTrace
+from vlash.eval.stats import bootstrap_mean, wilson_interval
 
 # A commanded end-effector step counts as motion toward a target when it brings the end effector at least
 # this much closer along the target direction (workspace units per control step, ~0.15 units/s at 30 Hz).
@@ -25,15 +25,16 @@ class EpisodeMetrics:
     seed: int
     success: bool
     steps: int
-    completion_s: float | None  # time to success (tasks that end when solved); None when not solved
+    completion_s: float  # time to success; an episode that did not succeed counts the time limit (censored)
     # per event: appear -> first commanded motion toward where it was touched/intercepted (or where it
     # appeared, if it never was), from a plan that saw it
     reaction_s: list[float] = field(default_factory=list)
     touch_s: list[float] = field(default_factory=list)  # per event: appear -> touch / intercept
     missed_events: int = 0  # events with no motion toward them before the episode ended
-    jerk: float = 0.0  # mean squared jerk of the commanded joint positions (rad^2 / s^6)
+    jerk: float = 0.0  # mean squared jerk of the commanded positions (joints: rad^2 / s^6; ee_delta: world units)
     max_boundary_jump: float = 0.0  # largest velocity discontinuity at a chunk switch (rad, see boundary_jump)
-    hold_fraction: float = 0.0  # share of steps spent holding while waiting for a chunk
+    hold_fraction: float = 0.0  # share of steps the hold was sent (waiting for a chunk, or a missed deadline)
+    missed_steps: int = 0  # steps the running chunk had no action in time (missed deadlines)
     requests: int = 0
 
     def to_dict(self) -> dict:
@@ -75,9 +76,21 @@ def reaction_steps(
     return None
 
 
+def commanded_path(trace: EpisodeTrace) -> np.ndarray:
+    """[T, D] the positions the commands ask for: joint targets as sent (position), the observed start integrated by
+    the commanded velocities (velocity), or the end-effector start plus the increments (ee_delta)."""
+    commands = np.stack(trace.commands) if trace.commands else np.zeros((0, 2))
+    if trace.interface == "position" or not len(commands):
+        return commands
+    start = np.asarray(trace.states[0], np.float64)
+    scale = trace.dt if trace.interface == "velocity" else 1.0
+    return start + scale * np.cumsum(commands, axis=0)
+
+
 def episode_metrics(trace: EpisodeTrace, fk: Callable[[np.ndarray], np.ndarray]) -> EpisodeMetrics:
-    """Metrics of one trace; `fk` maps joint positions [J] to the end-effector position [2]."""
-    commands = np.stack(trace.commands) if trace.commands else np.zeros((0, 1))
+    """Metrics of one trace; `fk` maps joint positions [J] to the end-effector position [2] (an ee_delta trace's
+    path is already in end-effector space)."""
+    path = commanded_path(trace)
     m = EpisodeMetrics(
         task=trace.task,
         mode=trace.mode,
@@ -85,14 +98,16 @@ def episode_metrics(trace: EpisodeTrace, fk: Callable[[np.ndarray], np.ndarray])
         seed=trace.seed,
         success=trace.success,
         steps=trace.steps,
-        completion_s=trace.steps * trace.dt if trace.success else None,
-        jerk=mean_squared_jerk(commands, trace.dt),
-        max_boundary_jump=boundary_jump(commands, trace.switch_steps),
+        completion_s=(trace.steps if trace.success else trace.max_steps) * trace.dt,
+        jerk=mean_squared_jerk(path, trace.dt),
+        max_boundary_jump=boundary_jump(path, trace.switch_steps),
         hold_fraction=trace.hold_steps / max(trace.steps, 1),
+        missed_steps=trace.missed_steps,
         requests=trace.requests,
     )
-    ee = np.stack([fk(c) for c in commands]) if len(commands) else np.zeros((0, 2))
-    events = [ev for info in trace.infos for ev in info.get("events", ())]
+    ee_space = trace.interface == "ee_delta"
+    ee = path if ee_space else np.stack([fk(c) for c in path]) if len(path) else np.zeros((0, 2))
+    events = [*trace.reset_events, *(ev for info in trace.infos for ev in info.get("events", ()))]
     met = {ev["id"]: ev for ev in events if ev["kind"] in ("touch", "intercept")}
     for ev in events:
         if ev["kind"] != "appear":
@@ -109,15 +124,6 @@ def episode_metrics(trace: EpisodeTrace, fk: Callable[[np.ndarray], np.ndarray])
     return m
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 1.0)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
 def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
@@ -128,11 +134,13 @@ def aggregate(episodes: Sequence[EpisodeMetrics]) -> dict:
     wins = sum(e.success for e in episodes)
     low, high = wilson_interval(wins, n)
     reactions = [r for e in episodes for r in e.reaction_s]
+    completion = bootstrap_mean([e.completion_s for e in episodes])
     return {
         "n": n,
         "success_rate": wins / n if n else 0.0,
         "ci95": [low, high],
-        "completion_s": _mean([e.completion_s for e in episodes if e.completion_s is not None]),
+        "completion_s": None if completion is None else completion[0],  # all episodes, failures at the limit
+        "completion_ci95": None if completion is None else list(completion[1:]),
         "reaction_mean_s": _mean(reactions),
         "reaction_p95_s": float(np.percentile(reactions, 95)) if reactions else None,
         "touch_mean_s": _mean([t for e in episodes for t in e.touch_s]),
@@ -140,4 +148,5 @@ def aggregate(episodes: Sequence[EpisodeMetrics]) -> dict:
         "jerk": _mean([e.jerk for e in episodes]),
         "boundary_jump": _mean([e.max_boundary_jump for e in episodes]),
         "hold_fraction": _mean([e.hold_fraction for e in episodes]),
+        "missed_steps": sum(e.missed_steps for e in episodes),
     }

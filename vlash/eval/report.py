@@ -15,24 +15,30 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 0) -> str:
     return "-" if value is None else f"{value * scale:.{digits}f}"
 
 
+def _completion(cell: dict) -> str:
+    ci = cell.get("completion_ci95")
+    return _fmt(cell["completion_s"], 1, 2) + ("" if ci is None else f" [{ci[0]:.2f}-{ci[1]:.2f}]")
+
+
 def print_table(summary: dict, console: Console) -> None:
     s = summary["settings"]
-    ex = s["execution"]
+    ex = s["executor"]
     console.print(
         f"[bold]{s['task']}[/] policy={s['policy']} episodes={s['episodes']} s={ex['execution_horizon']} "
-        f"q={ex['quantization']} seed={s['seed']}"
+        f"q={ex['quantization']} state={ex['state_source']} seeds {s['seed']}-{s['seed'] + s['episodes'] - 1}"
     )
     table = Table(
         "mode",
         "d",
         "success %",
         "95% CI",
-        "completion s",
+        "completion s [95% CI]",
         "reaction ms (mean/p95)",
         "touch ms",
         "jerk",
-        "max jump rad",
+        "max jump",
         "hold %",
+        "missed",
     )
     for c in summary["cells"]:
         low, high = c["ci95"]
@@ -41,12 +47,13 @@ def print_table(summary: dict, console: Console) -> None:
             str(c["delay"]),
             _fmt(c["success_rate"], 100),
             f"{low * 100:.0f}-{high * 100:.0f}",
-            _fmt(c["completion_s"], 1, 2),
+            _completion(c),
             f"{_fmt(c['reaction_mean_s'], 1000)} / {_fmt(c['reaction_p95_s'], 1000)}",
             _fmt(c["touch_mean_s"], 1000),
             _fmt(c["jerk"], 1, 0),
             _fmt(c["boundary_jump"], 1, 3),
             _fmt(c["hold_fraction"], 100),
+            str(c["missed_steps"]),
         )
     console.print(table)
 
@@ -88,7 +95,7 @@ def plot_summary(summary: dict, path: str | Path) -> Path:
     if timed:
         ax_r.set(ylabel="reaction latency (ms)", title=f"{s['task']}: event -> first motion toward it")
     else:
-        ax_r.set(ylabel="mean completion time (s)", title=f"{s['task']}: time to success (successful episodes)")
+        ax_r.set(ylabel="mean completion time (s)", title=f"{s['task']}: time to success (failures count the limit)")
     ax_r.set(xlabel="inference delay d (control steps)")
     if not ax_r.lines:
         ax_r.text(0.5, 0.5, "no successful episodes", ha="center", va="center", transform=ax_r.transAxes)

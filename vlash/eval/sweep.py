@@ -17,14 +17,19 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from multiprocessing import get_context
 
+from robot_io.executors import ExecutorConfig
+from robot_io.sim.settings import SimSettings
 from vlash.errors import ConfigError, VlashError
-from vlash.eval.episode import EpisodeRunner
+from vlash.eval.episode import EpisodeRunner, executor_config
+from vlash.eval.link import LinkTiming
 from vlash.eval.metrics import EpisodeMetrics, aggregate, episode_metrics
-from vlash.eval.modes import ExecutionConfig
 from vlash.policies.policy_source import ORACLE
+
+# Seeds: results are tuned on the development split and reported on the report split, never the other way round
+SEED_SPLITS = {"dev": 0, "report": 100_000}
 
 
 class SweepWorkerError(VlashError):
@@ -38,10 +43,11 @@ class SweepConfig:
     modes: tuple[str, ...]  # execution modes
     delays: tuple[int, ...]  # inference delays d (control steps)
     episodes: int  # episodes per (mode, delay)
-    execution: ExecutionConfig  # s, q and mode-specific knobs (its mode/delay are replaced per cell)
-    seed: int = 0  # first episode seed
+    executor: ExecutorConfig  # s, q, state source and mode-specific knobs (its mode is replaced per cell)
+    timing: LinkTiming  # the simulated link's timing model (its delay is replaced per cell)
+    seed: int = 0  # first episode seed (SEED_SPLITS)
     workers: int = 2  # processes (1 = in this process)
-    image_size: int = 96  # camera resolution
+    sim: SimSettings = field(default_factory=SimSettings)  # the simulator: interface, disturbance, arm, camera
 
 
 _WORKER: dict = {}
@@ -63,20 +69,20 @@ def load_chunk_policy(policy: str, threads: int = 1):
     return ModelPolicy(load_policy(policy))
 
 
-def _build(policy: str, task: str, image_size: int):
+def _build(policy: str, task: str, sim: SimSettings):
     from robot_io.sim import make_env
 
-    return make_env(task, seed=0, image_size=image_size), load_chunk_policy(policy)
+    return make_env(task, seed=0, settings=sim), load_chunk_policy(policy)
 
 
-def _init_worker(policy: str, task: str, image_size: int, built=None) -> None:
+def _init_worker(policy: str, task: str, sim: SimSettings, built=None) -> None:
     """Build this worker's environment and policy. In a pool it must not raise (that breaks the pool and hides
     the reason): the error is kept and reported by the worker's first job."""
     from robot_io.sim.kinematics import forward
 
     _WORKER.clear()
     try:
-        _WORKER["env"], _WORKER["policy"] = built if built is not None else _build(policy, task, image_size)
+        _WORKER["env"], _WORKER["policy"] = built if built is not None else _build(policy, task, sim)
     except Exception as exc:  # any failure: reported as one line by _run_job
         _WORKER["error"] = f"worker setup ({policy}, {task}): {_one_line(exc)}"
         return
@@ -89,21 +95,46 @@ def _one_line(exc: BaseException) -> str:
     return text if isinstance(exc, VlashError) else f"{type(exc).__name__}: {text}"
 
 
-def _run_job(job: tuple[str, ExecutionConfig, int]) -> EpisodeMetrics:
-    task, cfg, seed = job
+Job = tuple[str, ExecutorConfig, LinkTiming, int]  # (task, the cell's executor settings and link timing, seed)
+
+
+def _run_job(job: Job) -> EpisodeMetrics:
+    task, executor, timing, seed = job
     if "error" in _WORKER:
         raise SweepWorkerError(_WORKER["error"])
     env, policy = _WORKER["env"], _WORKER["policy"]
     try:
-        trace = EpisodeRunner(env, policy, cfg, task).run(seed)
+        trace = EpisodeRunner(env, policy, executor, timing, task).run(seed)
         return episode_metrics(trace, _WORKER["fk"])
     except Exception as exc:  # sent back to the parent as one picklable line, not a remote traceback
-        raise SweepWorkerError(f"{task} {cfg.mode} d={cfg.delay} seed {seed}: {_one_line(exc)}") from exc
+        raise SweepWorkerError(f"{task} {executor.mode} d={timing.delay} seed {seed}: {_one_line(exc)}") from exc
 
 
-def jobs_for(cfg: SweepConfig) -> list[tuple[str, ExecutionConfig, int]]:
-    cells = [replace(cfg.execution, mode=m, delay=d) for m, d in itertools.product(cfg.modes, cfg.delays)]
-    return [(cfg.task, c, cfg.seed + i) for c in cells for i in range(cfg.episodes)]
+def cell_configs(cfg: SweepConfig) -> list[tuple[ExecutorConfig, LinkTiming]]:
+    """(executor settings, link timing) of every (mode, delay) cell, in table order."""
+    return [(replace(cfg.executor, mode=m), replace(cfg.timing, delay=d))
+            for m, d in itertools.product(cfg.modes, cfg.delays)]  # fmt: skip
+
+
+def jobs_for(cfg: SweepConfig) -> list[Job]:
+    return [(cfg.task, ex, timing, cfg.seed + i) for ex, timing in cell_configs(cfg) for i in range(cfg.episodes)]
+
+
+def check_cell(executor: ExecutorConfig, delay: int, horizon: int) -> None:
+    """ConfigError unless the chunk holds what the mode needs at this delay: sync s indices; the async modes that wait
+    for the whole chunk d <= s and (s + d) q; faster at least (s + 1) q (its wait is shorter); ensemble d q < H."""
+    s, q, mode = executor.execution_horizon, executor.quantization, executor.mode
+    executor.check_chunk_length(horizon)
+    if mode == "ensemble" and delay * q >= horizon:
+        raise ConfigError(f"d * q = {delay * q} chunk indices, the policy's chunk has {horizon}: a reply would "
+                          "arrive after the chunk it aligns with ended")  # fmt: skip
+    if mode in ("naive", "vlash", "prefix", "rtc"):
+        if delay > s:
+            raise ConfigError(f"delay {delay} > execution horizon {s} (the next chunk would arrive after "
+                              "the current one ran out); lower --delays or raise --execution-horizon")  # fmt: skip
+        if (s + delay) * q > horizon:
+            raise ConfigError(f"(s + d) * q = {(s + delay) * q} chunk indices needed at d = {delay}, "
+                              f"the policy's chunk has {horizon}")  # fmt: skip
 
 
 def check_sweep(cfg: SweepConfig):
@@ -118,22 +149,37 @@ def check_sweep(cfg: SweepConfig):
         raise ConfigError(f"a sweep needs at least one mode and one delay, got modes={cfg.modes} delays={cfg.delays}")
     if cfg.episodes < 1:
         raise ConfigError(f"episodes must be >= 1, got {cfg.episodes}")
-    jobs = jobs_for(cfg)  # every cell's ExecutionConfig validates itself
+    try:
+        cells = cell_configs(cfg)  # every cell's ExecutorConfig and LinkTiming validate themselves
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    from robot_io.sim import make_env
+    from robot_io.sim.errors import SimConfigError
+
+    try:
+        env = make_env(cfg.task, seed=0, settings=cfg.sim)  # the task's settings are checked when its env is built
+    except SimConfigError as exc:
+        raise ConfigError(f"simulator settings: {exc}") from None
     policy = load_chunk_policy(cfg.policy)
-    for cell in dict.fromkeys(job[1] for job in jobs):
-        cell.check_horizon(policy.horizon)
+    for executor, timing in cells:
+        try:
+            check_cell(executor, timing.delay, policy.horizon)
+            executor_config(executor, timing.delay, env.action_interface, cfg.seed)  # as each episode builds it
+        except ValueError as exc:  # ShapeError from the executor's own check, ExecutorConfig's ValueError
+            raise ConfigError(f"{executor.mode} d={timing.delay}: {exc}") from None
     return policy
 
 
 def run_sweep(cfg: SweepConfig, progress: Callable[[int, int], None] | None = None) -> list[EpisodeMetrics]:
     policy = check_sweep(cfg)
+    cfg = replace(cfg, timing=replace(cfg.timing, num_steps=policy.num_steps))  # the link times the policy's sampler
     jobs = jobs_for(cfg)
     results: list[EpisodeMetrics] = []
     if cfg.workers <= 1:
         from robot_io.sim import make_env
 
-        env = make_env(cfg.task, seed=0, image_size=cfg.image_size)
-        _init_worker(cfg.policy, cfg.task, cfg.image_size, built=(env, policy))
+        env = make_env(cfg.task, seed=0, settings=cfg.sim)
+        _init_worker(cfg.policy, cfg.task, cfg.sim, built=(env, policy))
         for i, job in enumerate(jobs):
             results.append(_run_job(job))
             if progress:
@@ -146,7 +192,7 @@ def run_sweep(cfg: SweepConfig, progress: Callable[[int, int], None] | None = No
             workers,
             mp_context=get_context("spawn"),
             initializer=_init_worker,
-            initargs=(cfg.policy, cfg.task, cfg.image_size),
+            initargs=(cfg.policy, cfg.task, cfg.sim),
         ) as pool:
             for i, metrics in enumerate(pool.map(_run_job, jobs, chunksize=max(1, len(jobs) // (8 * workers)))):
                 results.append(metrics)
@@ -165,5 +211,5 @@ def summarize(cfg: SweepConfig, episodes: Sequence[EpisodeMetrics]) -> dict:
     for mode, delay in itertools.product(cfg.modes, cfg.delays):
         chosen = [e for e in episodes if e.mode == mode and e.delay == delay]
         cells.append({"mode": mode, "delay": delay, **aggregate(chosen)})
-    settings = {**asdict(cfg), "execution": asdict(cfg.execution)}
+    settings = {**asdict(cfg), "sim": cfg.sim.to_dict()}
     return {"settings": settings, "cells": cells, "episodes": [e.to_dict() for e in episodes]}

@@ -1,0 +1,51 @@
+"""Compare two `vlash eval --json` results on the same seeds: the ratio of a metric's means with a paired
+bootstrap interval, and both success rates.
+
+    python tools/eval_compare.py q2.json q1.json --mode vlash --delay 4 [--metric completion_s]
+
+A ratio below 1 means the first run's metric is smaller (for completion_s: it finishes sooner). Both files must
+hold the cell's episodes for the same seeds (same --split/--seed and --episodes); pairs are matched by seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from vlash.eval.stats import paired_ratio, wilson_interval
+
+
+def cell_episodes(path: Path, mode: str, delay: int) -> dict[int, dict]:
+    summary = json.loads(path.read_text())
+    episodes = {e["seed"]: e for e in summary["episodes"] if e["mode"] == mode and e["delay"] == delay}
+    if not episodes:
+        raise SystemExit(f"{path}: no episodes of mode {mode!r} at delay {delay}")
+    return episodes
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("first", type=Path)
+    p.add_argument("second", type=Path)
+    p.add_argument("--mode", required=True)
+    p.add_argument("--delay", type=int, required=True)
+    p.add_argument("--metric", default="completion_s", help="a per-episode number in the JSON (default completion_s)")
+    args = p.parse_args(argv)
+    a, b = (cell_episodes(path, args.mode, args.delay) for path in (args.first, args.second))
+    seeds = sorted(a)
+    if sorted(b) != seeds:
+        raise SystemExit(f"the two files hold different seeds ({len(a)} and {len(b)} episodes); rerun on the same ones")
+    ratio, low, high = paired_ratio([a[s][args.metric] for s in seeds], [b[s][args.metric] for s in seeds])
+    print(f"{args.mode} d={args.delay}, {len(seeds)} paired seeds {seeds[0]}-{seeds[-1]}")
+    print(f"{args.metric}: {args.first.name} / {args.second.name} = {ratio:.3f} [95% CI {low:.3f}-{high:.3f}]")
+    for name, cell in ((args.first.name, a), (args.second.name, b)):
+        wins = sum(cell[s]["success"] for s in seeds)
+        lo, hi = wilson_interval(wins, len(seeds))
+        print(f"success {name}: {100 * wins / len(seeds):.0f}% [{100 * lo:.0f}-{100 * hi:.0f}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
