@@ -1,4 +1,4 @@
-"""ChunkExecutor: the real-time counterpart of vlash/eval/episode.py's EpisodeRunner.
+"""ChunkExecutor: the hand-over logic every execution mode shares (on a robot, and in `vlash eval` in simulated time).
 
 Per control tick k (`tick(k, observation)`): (1) replies that arrived are ingested (also between ticks via
 `receive(until_ns)`, which gives accurate arrival times); (2) a pending chunk whose switch step has come and

@@ -97,7 +97,7 @@ class ChunkRecord:
     delay_steps: int  # d used to plan the switch
     planned_switch_step: int  # step at which the chunk was planned to take over
     planned_index: int  # chunk index planned for that step
-    prefix_len: int = 0  # committed prefix sent (rtc, faster)
+    prefix_len: int = 0  # committed prefix sent (prefix, faster)
     ready_ms: float | None = None  # until the first action it needs was final (TTFA of this chunk)
     latency_ms: float | None = None  # until the final message
     reply_step: int | None = None  # first control step at or after the final message

@@ -1,4 +1,4 @@
-"""ExecutorConfig: the execution mode and its parameters (same names and units as vlash/eval/modes.py)."""
+"""ExecutorConfig: the execution mode and its parameters (docs/METHODS.md "Execution modes")."""
 
 from __future__ import annotations
 
