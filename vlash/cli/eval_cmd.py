@@ -13,13 +13,13 @@ from robot_io.executors import EXECUTION_MODES, STATE_SOURCES, ExecutorConfig
 from vlash.atomic import atomic_write
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import check_output_file, positive_int
+from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
 from vlash.errors import ConfigError
 from vlash.eval.link import LinkTiming
 from vlash.eval.report import plot_summary, print_table
 from vlash.eval.sweep import SEED_SPLITS, SweepConfig, run_sweep, summarize
 from vlash.policies.policy_source import ORACLE, PolicyKind
 from vlash.progress import progress
-from vlash.resources import config_dir
 
 ACCEPTED = {
     PolicyKind.ORACLE: "the scripted expert: the mechanism alone",
@@ -38,21 +38,7 @@ def _ints(text: str) -> tuple[int, ...]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="simulated success / reaction / smoothness vs inference delay per mode")
     p.add_argument("--task", required=True, help="reach, hold, track, whack or intercept")
-    p.add_argument(
-        "--sim-config",
-        type=Path,
-        default=None,
-        help="simulator settings: a YAML file or a shipped name (position, velocity, velocity-load: "
-        "configs/eval/*.yaml); default: position actions, no disturbance",
-    )
-    p.add_argument(
-        "--sim",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one simulator setting, e.g. action_interface=velocity, disturbance.scale=0.3, "
-        "task.hold_steps=45 (repeatable)",
-    )
+    add_sim_arguments(p, "to evaluate in")
     add_policy_arguments(p, "the policy to evaluate", ACCEPTED)
     p.add_argument(
         "--modes", default="sync,naive,vlash,faster", help=f"comma-separated, from {','.join(EXECUTION_MODES)}"
@@ -92,17 +78,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", type=Path, default=None, help="write a PNG (success vs delay; reaction latency)")
 
 
-def sim_config_path(value: Path | None) -> Path | None:
-    """--sim-config: a YAML file, or the name of a shipped one (velocity-load: configs/eval/velocity-load.yaml)."""
-    if value is None or value.is_file():
-        return value
-    shipped = config_dir("eval") / f"{value.name.removesuffix('.yaml')}.yaml"
-    if str(value.parent) == "." and shipped.is_file():
-        return shipped
-    names = ", ".join(sorted(p.stem for p in config_dir("eval").glob("*.yaml")))
-    raise ConfigError(f"--sim-config: no such file {value}; shipped settings: {names}")
-
-
 def sweep_config(args: argparse.Namespace) -> SweepConfig:
     """The sweep the flags ask for, every flag checked (the policy loads in check_sweep, before any worker)."""
     source = policy_source(args, "eval", ACCEPTED)
@@ -116,13 +91,7 @@ def sweep_config(args: argparse.Namespace) -> SweepConfig:
         raise ConfigError(f"--modes: {unknown or 'none given'}; choose from {','.join(EXECUTION_MODES)}")
     if not args.delays:
         raise ConfigError("--delays: give at least one delay, e.g. 0,2,4")
-    from robot_io.sim.errors import SimConfigError
-    from robot_io.sim.settings import load_sim_settings
-
-    try:
-        sim = load_sim_settings(sim_config_path(args.sim_config), args.sim)
-    except SimConfigError as exc:
-        raise ConfigError(f"--sim-config / --sim: {exc}") from None
+    sim = load_sim_arguments(args)
     try:
         executor = ExecutorConfig(
             mode=modes[0],

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import check_output_dir, check_output_file, positive_int
+from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
 from vlash.errors import ConfigError
 from vlash.policies.pi05 import available_presets
 from vlash.policies.policy_source import PolicyKind
@@ -44,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="policy directory to write (replaced atomically at the end)")
     add_policy_arguments(p, f"what to train ({', '.join(available_presets())})", ACCEPTED, default="pi05-tiny")
     p.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="comma-separated robot_io.sim tasks")
+    add_sim_arguments(p, "to record in")
     p.add_argument("--episodes", type=int, default=200, help="expert episodes recorded per task")
     p.add_argument("--steps", type=int, default=TrainConfig.steps, help="optimizer steps")
     p.add_argument("--batch", type=int, default=32, help="samples per step")
@@ -66,7 +68,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=TrainConfig.moving_share,
         help="share of samples drawn from frames whose chunk label moves (0: uniform frames)",
     )
-    p.add_argument("--absolute", action="store_true", help="predict absolute actions (default: relative to the state)")
+    p.add_argument(
+        "--absolute",
+        action="store_true",
+        help="predict absolute joint targets (default: relative to the state; velocity actions never are)",
+    )
+    p.add_argument(
+        "--action-norm",
+        choices=("QUANTILES", "MIN_MAX"),
+        default=None,
+        help="action normalization (default: MIN_MAX for velocity actions, else QUANTILES)",
+    )
     p.add_argument(
         "--task-space",
         action="store_true",
@@ -92,7 +104,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--dataset", default=None, help=".npz of episodes: reused when it exists, else recorded there")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--image-size", type=int, default=96, help="simulator render size in pixels")
+    p.add_argument(
+        "--image-size", type=int, default=None, help="simulator render size in pixels (default: the settings', 96)"
+    )
     p.add_argument("--threads", type=positive_int, default=2, help="torch CPU threads")
     p.add_argument(
         "--compile",
@@ -125,13 +139,20 @@ def architecture(args: argparse.Namespace) -> tuple[str, str | None]:
     return preset, str(source.path)
 
 
-def check_args(args: argparse.Namespace) -> None:
-    """What TrainConfig cannot see: the tasks exist, the files named are there (before anything is recorded)."""
-    from robot_io.sim.env import TASKS  # the sim extra: train records in the simulator anyway
+def check_args(args: argparse.Namespace, config: TrainConfig) -> None:
+    """What TrainConfig cannot see: the tasks exist and take the simulator settings (task.* keys), the files named
+    are there (before anything is recorded)."""
+    from robot_io.sim.env import TASKS, make_env  # the sim extra: train records in the simulator anyway
+    from robot_io.sim.errors import SimConfigError
 
     unknown = [t.strip() for t in args.tasks.split(",") if t.strip() and t.strip() not in TASKS]
     if unknown:
         raise ConfigError(f"--tasks: unknown task {', '.join(map(repr, unknown))}; choose from {', '.join(TASKS)}")
+    for task in config.tasks:
+        try:
+            make_env(task, seed=0, settings=config.sim_settings())
+        except SimConfigError as exc:
+            raise ConfigError(f"--sim-config / --sim: {exc}") from None
     if args.init_from is not None and not Path(args.init_from).is_dir():
         raise ConfigError(f"--init-from {args.init_from!r}: no such directory")
     if args.dataset is not None:
@@ -139,8 +160,20 @@ def check_args(args: argparse.Namespace) -> None:
     check_output_dir(Path(args.out), "--out")
 
 
+def sim_settings(args: argparse.Namespace) -> tuple[dict, int]:
+    """(TrainConfig.sim, image_size) of --sim-config / --sim / --image-size: {} when neither settings flag is
+    given (the simulator's defaults), else the whole settings, with --image-size in place of theirs."""
+    if args.sim_config is None and not args.sim:
+        return {}, TrainConfig.image_size if args.image_size is None else args.image_size
+    settings = load_sim_arguments(args).to_dict()
+    if args.image_size is not None:
+        settings["image_size"] = args.image_size
+    return settings, settings["image_size"]
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     policy, init_from = architecture(args)
+    sim, image_size = sim_settings(args)
     return TrainConfig(
         policy=policy,
         tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
@@ -155,13 +188,15 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         augment=not args.no_augment,
         mix_prob=args.mix_prob,
         moving_share=args.moving_share,
-        relative_actions=not args.absolute,
+        relative_actions=False if args.absolute else None,  # None: relative for position actions only
         task_space=args.task_space,
+        action_norm=args.action_norm,
         label_tail=not args.no_tail,
         plan_labels=args.plan_labels,
         scratch_init=args.scratch_init,
         init_from=init_from,
-        image_size=args.image_size,
+        image_size=image_size,
+        sim=sim,
         only_successful=not args.keep_failed,
         num_threads=args.threads,
         compile=args.compile,
@@ -186,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     from vlash.train.trainer import train  # torch-heavy: only when the command runs
 
     config = config_from_args(args)
-    check_args(args)
+    check_args(args, config)
     console = Console(stderr=args.json)
     try:
         result = train(config, command=shlex.join(["vlash", *sys.argv[1:]]))  # not argv[0]: an install path

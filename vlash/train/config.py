@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vlash.train.errors import ConfigError
 from vlash.train.samples import SampleSpec
 
+if TYPE_CHECKING:
+    from robot_io.sim.settings import SimSettings
+
 DEFAULT_TASKS = ("reach", "track", "whack", "intercept")
+ACTION_NORMS = ("QUANTILES", "MIN_MAX")  # TrainConfig.action_norm (vlash.policies.normalization.NormMode values)
 
 # the training-only heads (vlash.train.vision_aux, trainer.Auxiliaries) and the TrainConfig field of each one's weight
 AUX_WEIGHTS = {
@@ -47,6 +53,14 @@ class TrainConfig:
     moving_share: float = 0.0  # share of draws from frames whose chunk label moves (SampleSpec), in [0, 1]
     pad_loss_weight: float = 0.1  # weight of the zero-padded action dims in the loss (see flow.flow_loss)
     image_size: int = 96  # simulator render size in pixels (resized to the policy's input size)
+    # simulator settings the episodes are recorded (and the auxiliary labels replayed) with, keyed as in a
+    # configs/eval/*.yaml file (robot_io.sim.load_sim_settings; every key optional; {}: the defaults); its image size
+    # is image_size. Action interfaces: position (joint targets) or velocity (joint velocities; ee_delta is refused)
+    sim: dict[str, Any] = field(default_factory=dict)
+    # how the actions are normalized: "QUANTILES" (q01 / q99 -> -1 / 1, pi0.5's) or "MIN_MAX"; None: MIN_MAX for
+    # velocity actions (bounded by the arm's max velocity, mostly zero: their q01 / q99 can be a fifth of the range,
+    # which puts the approach's velocities at +-10), QUANTILES otherwise
+    action_norm: str | None = None
     only_successful: bool = True  # train on the episodes the expert solved only
     num_threads: int = 2  # torch CPU threads, >= 1
     # torch.compile the training forward (Pi05Model.forward_joint): ~1.6x faster steps on CPU after a one-off
@@ -82,7 +96,9 @@ class TrainConfig:
     vision_probe_every: int = 100  # measure image_gain (train.vision_use) every this many steps and at the end; 0: off
     progress: bool = True  # draw progress bars
     trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
-    relative_actions: bool = True  # predict the chunk relative to the given state (openpi's DeltaActions)
+    # predict the chunk relative to the given state (openpi's DeltaActions). None: on for position actions, off for
+    # velocity actions (joint velocities are not relative to the state; True is refused there)
+    relative_actions: bool | None = None
     # plan end-effector positions instead of joint angles (robot_io.sim.task_space): states and actions are
     # mapped by the simulator arm's kinematics; the robot still sends joints and receives joint chunks
     task_space: bool = False
@@ -143,7 +159,53 @@ class TrainConfig:
             raise ConfigError("init_from and scratch_init both set the initial weights; choose one")
         if not str(self.out):
             raise ConfigError("out must name a directory")
+        self._check_action_interface(self.sim_settings().action_interface)
         self.sample_spec(self.d_max + 1)  # validates d_max >= 0, mix_prob, has_prob and moving_share
+
+    def _check_action_interface(self, interface: str) -> None:
+        """Resolve relative_actions for the interface and refuse what does not apply to its actions."""
+        if interface == "ee_delta":
+            raise ConfigError(
+                "sim action_interface ee_delta (end-effector increments) is not supported by training yet; "
+                "use position or velocity"
+            )
+        if interface == "velocity":
+            if self.relative_actions:
+                raise ConfigError(
+                    "velocity actions are joint velocities, not offsets from the state: relative_actions must be off"
+                )
+            if self.task_space:
+                raise ConfigError(
+                    "task_space (--task-space) maps joint positions to end-effector positions; velocity actions are "
+                    "joint velocities: drop it"
+                )
+        if self.relative_actions is None:
+            self.relative_actions = interface == "position"
+        if self.action_norm is None:
+            self.action_norm = "MIN_MAX" if interface == "velocity" else "QUANTILES"
+        if self.action_norm not in ACTION_NORMS:
+            raise ConfigError(f"action_norm must be one of {', '.join(ACTION_NORMS)}, got {self.action_norm!r}")
+
+    def sim_settings(self) -> SimSettings:
+        """The simulator settings of `sim`, at image_size."""
+        from robot_io.sim.errors import SimConfigError
+        from robot_io.sim.settings import SimSettings
+
+        if not isinstance(self.sim, Mapping):
+            raise ConfigError(f"sim must map simulator settings to values, got {self.sim!r:.80}")
+        try:
+            settings = SimSettings.from_dict(self.sim)
+            if "image_size" in self.sim and settings.image_size != self.image_size:
+                raise ConfigError(f"sim image_size {settings.image_size} != image_size {self.image_size}; set one")
+            return replace(settings, image_size=self.image_size)
+        except SimConfigError as exc:
+            raise ConfigError(f"sim: {exc}") from None
+
+    @property
+    def velocity_dt(self) -> float | None:
+        """The control period [s] velocity actions run for (SampleSpec.velocity_dt); None for position actions."""
+        settings = self.sim_settings()
+        return settings.arm.control_dt if settings.action_interface == "velocity" else None
 
     @property
     def aux_weights(self) -> dict[str, float]:
@@ -158,19 +220,21 @@ class TrainConfig:
     def sample_spec(self, horizon: int) -> SampleSpec:
         """How samples are drawn for a policy with chunk length `horizon`."""
         if not self.augment:
-            return replace(SampleSpec.baseline(horizon), moving_share=self.moving_share)
+            return replace(SampleSpec.baseline(horizon, self.velocity_dt), moving_share=self.moving_share)
         return SampleSpec(
             horizon=horizon,
             d_max=self.d_max,
             mix_prob=self.mix_prob,
             has_prob=self.has_prob,
             moving_share=self.moving_share,
+            velocity_dt=self.velocity_dt,
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only (YAML-safe)."""
         out = asdict(self)
         out["tasks"] = list(self.tasks)
+        out["sim"] = json.loads(json.dumps(self.sim))  # tuples -> lists
         return out
 
 

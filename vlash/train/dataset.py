@@ -3,17 +3,20 @@
 Layout: frames of all episodes concatenated (`images` uint8 [N, S, S, 3], `states` / `actions` float32
 [N, J], `plans` float32 [N, K, J], K = 0 when the episodes have no per-frame plans), their expert tails
 concatenated (`tails` float32 [M, J]), plus per-episode arrays (`lengths` and `tail_lengths` int64 [E]
-(0: no tail), `seeds` int64 [E], `success` bool [E], `tasks` and `instructions` unicode [E]). No pickled
-objects: loading uses allow_pickle=False. Format 2 (no `plans`) loads as episodes without plans; format 1
-(no tails) is refused: record again.
+(0: no tail), `seeds` int64 [E], `success` bool [E], `tasks` and `instructions` unicode [E]), and optionally
+`sim`: the simulator settings the episodes were recorded with (robot_io.sim.SimSettings.to_dict() as a JSON
+string; absent: the defaults). No pickled objects: loading uses allow_pickle=False. Format 2 (no `plans`)
+loads as episodes without plans; format 1 (no tails) is refused: record again.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,10 +40,15 @@ ARRAYS = (
     "instructions",
 )
 PLANS = "plans"  # format 3 only
+SIM = "sim"  # optional: the recording's simulator settings (absent: the defaults)
 
 
-def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> Path:
-    """Write `episodes` to `path` (.npz); an existing file is replaced only once the new one is whole."""
+def save_episodes(
+    path: str | os.PathLike[str], episodes: Sequence[Episode], sim: Mapping[str, Any] | None = None
+) -> Path:
+    """Write `episodes` to `path` (.npz), with the simulator settings they were recorded with (`sim`,
+    SimSettings.to_dict(); None: not recorded, read back as the defaults); an existing file is replaced only once
+    the new one is whole."""
     if not episodes:
         raise DatasetError("no episodes to save")
     sizes = {e.images.shape[1:] for e in episodes}
@@ -69,6 +77,8 @@ def save_episodes(path: str | os.PathLike[str], episodes: Sequence[Episode]) -> 
         "tasks": np.array([e.task for e in episodes], dtype=np.str_),
         "instructions": np.array([e.instruction for e in episodes], dtype=np.str_),
     }
+    if sim is not None:
+        arrays[SIM] = np.array(json.dumps(dict(sim), sort_keys=True))
     atomic_write(target, lambda f: np.savez_compressed(f, **arrays))
     return target
 
@@ -138,6 +148,22 @@ def _check(path: Path, a: dict[str, np.ndarray]) -> None:
         raise DatasetError(
             f"{path}: tail_lengths sum to {int(a['tail_lengths'].sum())} but tails has {len(a['tails'])}"
         )
+
+
+def recorded_sim_settings(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The simulator settings a dataset file was recorded with (SimSettings.to_dict()), None when it does not say
+    (written without them: the simulator's defaults)."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if SIM not in data.files:
+                return None
+            doc = json.loads(str(data[SIM]))
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise DatasetError(f"cannot read the sim settings of dataset {path}: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise DatasetError(f"{path}: sim must hold a JSON object of simulator settings, got {type(doc).__name__}")
+    return doc
 
 
 def load_episodes(path: str | os.PathLike[str]) -> list[Episode]:

@@ -1,10 +1,11 @@
 """Expert demonstrations: one `Episode` per rollout of a simulated task's scripted expert.
 
-`record_episodes` runs `robot_io.sim`'s expert (`env.expert_action()`, absolute joint targets) from
-`reset` until the episode terminates or is truncated, keeping every frame's camera image, the observed
-joint state and the commanded action, and optionally the expert's plan past the last frame (the tail:
-chunk labels for the frames near the end) and the plan the expert made at every frame (`plans`: chunk
-labels that hold only what was visible at that frame). Save / load: `vlash.train.dataset`.
+`record_episodes` runs `robot_io.sim`'s expert (`env.expert_action()`: absolute joint targets, or joint
+velocities in the simulator's velocity interface) from `reset` until the episode terminates or is truncated,
+keeping every frame's camera image, the observed joint state and the commanded action, and optionally the
+expert's plan past the last frame (the tail: chunk labels for the frames near the end) and the plan the expert
+made at every frame (`plans`: chunk labels that hold only what was visible at that frame). Save / load:
+`vlash.train.dataset`.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from robot_io.sim.task_space import PlanarArmTaskSpace
 from vlash.train.errors import DatasetError, TrainError
 from vlash.train.progress import progress_bar
+
+if TYPE_CHECKING:
+    from robot_io.sim.settings import SimSettings
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,7 @@ class Episode:
     instruction: str  # language instruction given to the policy
     images: np.ndarray  # uint8 [T, S, S, 3] camera frames
     states: np.ndarray  # float32 [T, J] observed joint state
-    actions: np.ndarray  # float32 [T, J] commanded absolute joint targets
+    actions: np.ndarray  # float32 [T, J] commanded absolute joint targets (velocity interface: joint velocities)
     seed: int  # reset seed that reproduces the episode
     success: bool = True  # whether the expert solved the task in this episode
     # float32 [K, J]: what the expert would command in the K steps after the last frame (labels only, no
@@ -96,13 +100,16 @@ class Episode:
         built once, then read by every sample drawn from the episode."""
         return self.actions if self.tail is None else np.concatenate([self.actions, self.tail])
 
-    def chunk_labels(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    def chunk_labels(self, horizon: int, hold_still: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(chunks float32 [T, H, J], real bool [T, H]): every frame's H-step chunk label at offset 0: its plan's
-        first H targets, or `labels[t : t + H]` padded with the last label (real False on the padding)."""
+        first H targets, or `labels[t : t + H]` padded with the last label, or with zeros when `hold_still`
+        (velocity actions) (real False on the padding)."""
         if self.plans is not None:
             return self.plans[:, :horizon], np.ones((len(self), horizon), dtype=bool)
         index = np.arange(len(self))[:, None] + np.arange(horizon)[None, :]
-        return self.labels[np.minimum(index, len(self.labels) - 1)], index < len(self.labels)
+        real = index < len(self.labels)
+        chunks = self.labels[np.minimum(index, len(self.labels) - 1)]
+        return (np.where(real[..., None], chunks, np.float32(0.0)) if hold_still else chunks), real
 
 
 def success_rate(episodes: Sequence[Episode]) -> float:
@@ -116,16 +123,20 @@ def episode_seeds(task: str, count: int, seed: int) -> list[int]:
     return [int(s) for s in rng.integers(0, 2**31 - 1, size=count)]
 
 
-def _make_env(task: str, seed: int, image_size: int) -> Any:
+def _make_env(task: str, seed: int, image_size: int, settings: SimSettings | None) -> Any:
     try:
         from robot_io.sim import TASKS, make_env
+        from robot_io.sim.errors import SimConfigError
     except ImportError as exc:
         raise TrainError(
             f"recording needs the simulation suite robot_io.sim ({exc}); install the extra: pip install 'vlash[sim]'"
         ) from exc
     if task not in TASKS:
         raise TrainError(f"unknown task {task!r}; robot_io.sim has {list(TASKS)}")
-    return make_env(task, seed=seed, image_size=image_size)
+    try:  # task.* settings are checked when the env is built for the task
+        return make_env(task, seed=seed, settings=settings, image_size=image_size)
+    except SimConfigError as exc:
+        raise TrainError(f"simulator settings: {exc}") from None
 
 
 def _is_success(info: dict[str, Any], terminated: bool) -> bool:
@@ -175,17 +186,19 @@ def record_episodes(
     only_successful: bool = False,
     tail: int = 0,
     plan_steps: int = 0,
+    settings: SimSettings | None = None,
 ) -> list[Episode]:
     """Record `count` expert episodes of `task` (fewer when `only_successful` drops failed ones), each with a
     `tail` of expert actions past its end and, with `plan_steps` > 0, the expert's plan at every frame
-    (`rollout_expert`).
+    (`rollout_expert`), in a simulator configured by `settings` (robot_io.sim.SimSettings; None: the defaults;
+    `image_size` replaces its image size). Actions, tails and plans are in the settings' action interface.
 
-    Deterministic given (task, count, seed, image_size). Each episode keeps its reset seed and whether it
-    succeeded; `success_rate` of the unfiltered list is the expert's success rate.
+    Deterministic given (task, count, seed, image_size, settings). Each episode keeps its reset seed and whether
+    it succeeded; `success_rate` of the unfiltered list is the expert's success rate.
     """
     if count < 1:
         raise TrainError(f"count must be >= 1, got {count}")
-    env = _make_env(task, seed, image_size)
+    env = _make_env(task, seed, image_size, settings)
     episodes = []
     with progress_bar(f"recording {task}", total=count, enabled=progress) as advance:
         for s in episode_seeds(task, count, seed):

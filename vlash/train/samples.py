@@ -24,11 +24,18 @@ nothing is padded and `delta` is not clamped (the plan runs past the episode's e
 after `t` would carry moves toward targets that appear after `t` (on `whack`, within nearly every chunk),
 which the image at `t` cannot show.
 
+Velocity actions (`SampleSpec.velocity_dt`: labels are joint velocities in rad/s, the state joint positions): the
+future state is what the robot's executor sends (robot_io.executors.RunningChunk.future_state), the state at `t`
+plus dt times the sum of the velocities committed in between, `labels[t : t + delta]` (with plans `plans[t][:delta]`),
+not the recorded state at `t + delta` (that one holds the unmodelled load's drift, which the executor cannot know).
+Labels past the end are zero velocity (holding still), masked like the repeated last target of absolute actions.
+
 Baseline (`SampleSpec.baseline`): delta = 0, d = 0, constant times.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -51,6 +58,9 @@ class SampleSpec:
     # share of draws taken from frames whose chunk label moves (FrameTable.moving_frames), in [0, 1]; the rest are
     # drawn as usual. On whack ~3/4 of the frames hold still on a touched target: their labels need no image
     moving_share: float = 0.0
+    # None: labels are absolute joint targets. Else they are joint velocities [rad/s] run for this control period
+    # [s] each: the future state integrates them and labels past the end are zero (hold still)
+    velocity_dt: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.horizon, int) or self.horizon < 1:
@@ -60,11 +70,22 @@ class SampleSpec:
         for name in ("mix_prob", "has_prob", "moving_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        dt = self.velocity_dt
+        if dt is not None and not (isinstance(dt, int | float) and math.isfinite(dt) and dt > 0):
+            raise ConfigError(f"velocity_dt must be None or a finite number > 0, got {dt!r}")
 
     @classmethod
-    def baseline(cls, horizon: int = 50) -> SampleSpec:
+    def baseline(cls, horizon: int = 50, velocity_dt: float | None = None) -> SampleSpec:
         """No augmentation: delta = 0, no prefix, constant times."""
-        return cls(horizon=horizon, d_max=0, future_state=False, prefix_mix=False, mix_prob=0.0, has_prob=0.0)
+        return cls(
+            horizon=horizon,
+            d_max=0,
+            future_state=False,
+            prefix_mix=False,
+            mix_prob=0.0,
+            has_prob=0.0,
+            velocity_dt=velocity_dt,
+        )
 
 
 @dataclass(frozen=True)
@@ -74,7 +95,7 @@ class Sample:
     image: np.ndarray  # uint8 [S, S, 3] camera frame observed at t
     state: np.ndarray  # float32 [J] state given to the policy (future state at t + delta)
     instruction: str  # task instruction
-    targets: np.ndarray  # float32 [H, J] labels[t + delta :], padded with the last label
+    targets: np.ndarray  # float32 [H, J] labels[t + delta :], padded with the last label (velocities: zeros)
     action_mask: np.ndarray  # bool [H] True where the target is a real label (not end padding)
     prefix_len: int  # d, committed clean actions at the chunk's start (no loss there)
     delta: int  # future-state offset
@@ -98,11 +119,9 @@ def build_sample(episode: Episode, t: int, spec: SampleSpec, rng: np.random.Gene
     else:
         delta = min(delta, length - 1 - t)
         start = t + delta
-        state = episode.states[t] if delta == 0 else episode.actions[start - 1]
         labels = episode.labels
-        index = np.arange(start, start + spec.horizon)
-        action_mask = index < len(labels)
-        targets = labels[np.minimum(index, len(labels) - 1)]
+        state = future_state(episode.states[t], labels[t:start], spec.velocity_dt)
+        targets, action_mask = padded_labels(labels, np.arange(start, start + spec.horizon), spec.velocity_dt)
     handoff = bool(spec.prefix_mix and rng.random() < spec.mix_prob)
     prefix_len = min(int(rng.integers(0, spec.d_max + 1)), int(action_mask.sum()) - 1) if handoff else 0
     use_has = bool(handoff and rng.random() < spec.has_prob)
@@ -119,6 +138,26 @@ def build_sample(episode: Episode, t: int, spec: SampleSpec, rng: np.random.Gene
     )
 
 
+def future_state(state: np.ndarray, committed: np.ndarray, velocity_dt: float | None) -> np.ndarray:
+    """The state the robot's executor sends after the `committed` actions [delta, J] ran from `state`: the last of
+    them (absolute targets; `state` when there are none), or `state + velocity_dt * sum(committed)` (velocities,
+    summed as RunningChunk.future_state does)."""
+    if velocity_dt is not None:
+        rolled = velocity_dt * committed.sum(axis=0, dtype=np.float64)
+        return (np.asarray(state, np.float64) + rolled).astype(np.float32)
+    return state if len(committed) == 0 else committed[-1]
+
+
+def padded_labels(labels: np.ndarray, index: np.ndarray, velocity_dt: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """(labels at `index` [H, J], real bool [H]): past the labels' end the last label (absolute targets: stay there)
+    or zero (velocities: hold still), real False there."""
+    real = index < len(labels)
+    targets = labels[np.minimum(index, len(labels) - 1)]
+    if velocity_dt is not None:
+        targets = np.where(real[:, None], targets, np.zeros_like(targets))
+    return targets, real
+
+
 def _from_plan(episode: Episode, t: int, delta: int, spec: SampleSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(state, targets [H, J], action mask [H]) of frame `t` at offset `delta` from the expert's plan at `t`."""
     plan = episode.plans[t]
@@ -127,13 +166,16 @@ def _from_plan(episode: Episode, t: int, delta: int, spec: SampleSpec) -> tuple[
             f"episode {episode.task!r} seed {episode.seed}: its plans hold {len(plan)} steps, fewer than "
             f"d_max + horizon = {spec.d_max + spec.horizon}; record them with plan_steps >= that"
         )
-    state = episode.states[t] if delta == 0 else plan[delta - 1]
+    state = future_state(episode.states[t], plan[:delta], spec.velocity_dt)
     return state, plan[delta : delta + spec.horizon], np.ones(spec.horizon, dtype=bool)
 
 
-def _moving(episode: Episode, horizon: int) -> np.ndarray:
-    """bool [T]: whether frame t's H-step chunk label moves more than MOVING_MIN (see FrameTable.moving_frames)."""
-    chunks, _ = episode.chunk_labels(horizon)
+def _moving(episode: Episode, horizon: int, velocity_dt: float | None = None) -> np.ndarray:
+    """bool [T]: whether frame t's H-step chunk label moves more than MOVING_MIN (see FrameTable.moving_frames);
+    a velocity label moves the joints by dt times its running sum."""
+    chunks, _ = episode.chunk_labels(horizon, hold_still=velocity_dt is not None)
+    if velocity_dt is not None:
+        return np.abs(velocity_dt * np.cumsum(chunks, axis=1)).max(axis=(1, 2)) > MOVING_MIN
     return np.abs(chunks - chunks[:, :1]).max(axis=(1, 2)) > MOVING_MIN
 
 
@@ -179,7 +221,7 @@ class FrameTable:
         self.t_of = np.arange(int(lengths.sum())) - np.repeat(self.offsets, lengths)  # [N]
         tasks = np.array([e.task for e in episodes])[self.episode_of]
         self.task_frames = [np.flatnonzero(tasks == task) for task in sorted(set(tasks))] if balance_tasks else []
-        self._moving: dict[int, np.ndarray] = {}
+        self._moving: dict[tuple[int, float | None], np.ndarray] = {}
 
     def draw_frames(self, count: int, rng: np.random.Generator) -> np.ndarray:
         """Global frame indices [count]: task-balanced or uniform (with replacement)."""
@@ -191,19 +233,20 @@ class FrameTable:
     def __len__(self) -> int:
         return len(self.episode_of)
 
-    def moving_frames(self, horizon: int) -> np.ndarray:
+    def moving_frames(self, horizon: int, velocity_dt: float | None = None) -> np.ndarray:
         """Global indices of the frames whose H-step chunk label (plan, or actions and tail) has a target more
-        than MOVING_MIN from its first one in some dimension."""
-        if horizon not in self._moving:
-            moving = [_moving(e, horizon) for e in self.episodes]
-            self._moving[horizon] = np.flatnonzero(np.concatenate(moving))
-        return self._moving[horizon]
+        than MOVING_MIN from its first one in some dimension (velocities: moves a joint that far)."""
+        key = (horizon, velocity_dt)
+        if key not in self._moving:
+            moving = [_moving(e, horizon, velocity_dt) for e in self.episodes]
+            self._moving[key] = np.flatnonzero(np.concatenate(moving))
+        return self._moving[key]
 
     def draw(self, batch_size: int, spec: SampleSpec, rng: np.random.Generator) -> SampleBatch:
         """`batch_size` samples of frames drawn with `draw_frames`, `spec.moving_share` of them moving frames."""
         frames = self.draw_frames(batch_size, rng)
         if spec.moving_share > 0:
-            moving = self.moving_frames(spec.horizon)
+            moving = self.moving_frames(spec.horizon, spec.velocity_dt)
             if len(moving) == 0:
                 raise ConfigError(f"moving_share {spec.moving_share} but no frame's chunk label moves")
             swap = rng.random(batch_size) < spec.moving_share

@@ -31,10 +31,12 @@ def relative_chunks(episode: Episode, horizon: int) -> np.ndarray:
     return (chunks - episode.states[:, None, :])[real]
 
 
-def dataset_normalizer(episodes: Sequence[Episode], relative_horizon: int = 0) -> Normalizer:
-    """A Normalizer with "observation.state" (observed states) and "action" stats: of the labels (commanded
-    targets and tails, or the per-frame plans' targets when the episodes have them), or with `relative_horizon`
-    H > 0 of the labels relative to the state over H-action chunks."""
+def dataset_normalizer(
+    episodes: Sequence[Episode], relative_horizon: int = 0, action_mode: NormMode = NormMode.QUANTILES
+) -> Normalizer:
+    """A Normalizer with "observation.state" (observed states, QUANTILES) and "action" stats (`action_mode`): of
+    the labels (commanded targets and tails, or the per-frame plans' targets when the episodes have them), or with
+    `relative_horizon` H > 0 of the labels relative to the state over H-action chunks."""
     if not episodes:
         raise DatasetError("no episodes to compute normalization stats from")
     states = np.concatenate([e.states for e in episodes])
@@ -45,6 +47,6 @@ def dataset_normalizer(episodes: Sequence[Episode], relative_horizon: int = 0) -
     return Normalizer(
         [
             FeatureNorm(STATE_KEY, NormMode.QUANTILES, feature_stats(states)),
-            FeatureNorm(ACTION_KEY, NormMode.QUANTILES, feature_stats(actions)),
+            FeatureNorm(ACTION_KEY, NormMode(action_mode), feature_stats(actions)),
         ]
     )

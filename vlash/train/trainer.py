@@ -9,7 +9,6 @@ train_log.json, atomically (`vlash.train.output`). Deterministic given the seed 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import tempfile
@@ -23,20 +22,20 @@ import torch
 
 from robot_io.sim.task_space import PlanarArmTaskSpace
 from vlash.policies.checkpoint import build_random
-from vlash.policies.normalization import Normalizer
+from vlash.policies.normalization import Normalizer, NormMode
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.word_tokenizer import train_tokenizer
 from vlash.train.base import base_tokenizer, load_base_model
 from vlash.train.config import AUX_WEIGHTS, TrainConfig, TrainResult
 from vlash.train.data import TrainBatch, TrainingData
-from vlash.train.dataset import load_episodes, save_episodes
-from vlash.train.episodes import Episode, in_task_space, record_episodes, success_rate
+from vlash.train.episodes import Episode, in_task_space
 from vlash.train.errors import ConfigError, TrainError
 from vlash.train.flow import draw_times, flow_loss, noisy_actions, token_times
 from vlash.train.init import init_from_scratch, init_state_bin_embeddings, tokenizer_vocab
 from vlash.train.output import git_commit, with_config, write_policy
 from vlash.train.progress import progress_bar
+from vlash.train.recording import gather_episodes
 from vlash.train.stats import dataset_normalizer
 from vlash.train.vision_aux import (
     FeatureTap,
@@ -54,53 +53,6 @@ log = logging.getLogger(__name__)
 HAS_ALPHA = 0.6  # horizon-aware schedule exponent (docs/METHODS.md "Flow sampling" default)
 VISION_PROBE_SIZE = 32  # samples in the fixed image_gain probe batch
 ADAM_BETAS = (0.9, 0.95)  # openpi's AdamW betas
-
-
-def gather_episodes(
-    config: TrainConfig, episodes: Sequence[Episode] | None, horizon: int
-) -> tuple[list[Episode], float]:
-    """(episodes to train on, expert success rate): given, loaded from config.dataset, or recorded (and saved)
-    with `horizon` tail steps each (and, with config.plan_labels, `horizon + d_max`-step plans at every frame);
-    without config.label_tail the tails are dropped, without config.plan_labels the plans."""
-    if episodes is not None:
-        found = list(episodes)
-    elif config.dataset and Path(config.dataset).is_file():
-        found = load_episodes(config.dataset)
-        log.info("loaded %d episodes from %s", len(found), config.dataset)
-    else:
-        found = []
-        tail = horizon if config.label_tail else 0
-        plan_steps = horizon + config.d_max if config.plan_labels else 0
-        for task in config.tasks:
-            found += record_episodes(
-                task,
-                config.episodes_per_task,
-                config.seed,
-                config.image_size,
-                config.progress,
-                tail=tail,
-                plan_steps=plan_steps,
-            )
-        if config.dataset:
-            save_episodes(config.dataset, found)
-    if config.plan_labels and any(e.plans is None for e in found):
-        where = f"the dataset {config.dataset}" if config.dataset else "the given episodes"
-        raise TrainError(f"plan_labels needs per-frame expert plans, which {where} lacks; record it again")
-    if not config.plan_labels:
-        found = [dataclasses.replace(e, plans=None) for e in found]
-    if not config.label_tail:
-        found = [dataclasses.replace(e, tail=None) for e in found]
-    elif any(e.tail is None for e in found):
-        log.warning(
-            "%d of %d episodes have no expert tail: their labels end at the episode's end",
-            sum(e.tail is None for e in found),
-            len(found),
-        )
-    rate = success_rate(found)
-    kept = [e for e in found if e.success] if config.only_successful else found
-    if not kept:
-        raise TrainError(f"no usable episodes ({len(found)} recorded, expert success rate {rate:.0%})")
-    return kept, rate
 
 
 def simulator_task_space() -> PlanarArmTaskSpace:
@@ -344,6 +296,8 @@ def _metadata(config: TrainConfig, command: str | None, data: TrainingData, rate
         "command": command,
         "config": config.to_dict(),
         "git": git_commit(),
+        # what the policy was trained for: the simulator the episodes were recorded in (its action interface)
+        "sim": config.sim_settings().to_dict(),
         "torch": torch.__version__,
         "dataset": {
             "path": config.dataset,
@@ -407,7 +361,9 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
     kept, rate = gather_episodes(config, episodes, policy.action_horizon)
     space = simulator_task_space() if config.task_space else None
     learned = kept if space is None else [in_task_space(e, space) for e in kept]
-    normalizer = dataset_normalizer(learned, policy.action_horizon if config.relative_actions else 0)
+    normalizer = dataset_normalizer(
+        learned, policy.action_horizon if config.relative_actions else 0, NormMode(config.action_norm)
+    )
     instructions = {e.instruction for e in kept}
     with tempfile.TemporaryDirectory(prefix="vlash-train-") as tmp:
         if config.init_from is not None:
@@ -426,7 +382,8 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
         )
         if config.uses_auxiliaries:
             side = policy.vision.image_size // policy.vision.patch_size
-            data.labels = dataset_labels(kept, side, config.progress)  # replayed: the joint-space episodes
+            # replayed in the simulator they were recorded in: the joint-space episodes
+            data.labels = dataset_labels(kept, side, config.progress, config.sim_settings())
         if base is not None:
             model = with_config(base, data.model_config)  # every weight from the base (same tensors, trimmed prompt)
         else:

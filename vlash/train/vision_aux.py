@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,6 +27,9 @@ from torch import Tensor, nn
 from vlash.train.episodes import Episode
 from vlash.train.errors import TrainError
 from vlash.train.progress import progress_bar
+
+if TYPE_CHECKING:
+    from robot_io.sim.settings import SimSettings
 
 
 def palette() -> list[tuple[int, int, int]]:
@@ -60,12 +64,13 @@ class ReplayLabels:
     target_patch: np.ndarray  # int64 [T]: the patch that target's centre is in (patch_cell), 0 if none
 
 
-def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
-    """Replay `episode` (reset with its seed, step its actions) and label every frame."""
+def replay_labels(episode: Episode, side: int, env=None, settings: SimSettings | None = None) -> ReplayLabels:
+    """Replay `episode` (reset with its seed, step its actions) in `env` or one built with the `settings` it was
+    recorded in (None: the defaults), and label every frame."""
     from robot_io.sim import make_env
 
     colors = {rgb: i for i, rgb in enumerate(palette())}
-    env = env or make_env(episode.task, image_size=episode.images.shape[1])
+    env = env or make_env(episode.task, settings=settings, image_size=episode.images.shape[1])
     obs, _ = env.reset(seed=episode.seed)
     patches = np.zeros((len(episode), side * side, len(colors)), dtype=bool)
     offsets = np.zeros((*patches.shape, 2), np.float32)
@@ -90,8 +95,11 @@ def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
     return ReplayLabels(patches, offsets, target, has_target, target_patch)
 
 
-def dataset_labels(episodes: Sequence[Episode], side: int, progress: bool = True) -> ReplayLabels:
-    """The labels of all episodes, concatenated in FrameTable order (episode by episode)."""
+def dataset_labels(
+    episodes: Sequence[Episode], side: int, progress: bool = True, settings: SimSettings | None = None
+) -> ReplayLabels:
+    """The labels of all episodes, concatenated in FrameTable order (episode by episode), replayed in the simulator
+    `settings` they were recorded in (None: the defaults; the image size is each episode's)."""
     from robot_io.sim import make_env
 
     out, envs = [], {}
@@ -99,7 +107,7 @@ def dataset_labels(episodes: Sequence[Episode], side: int, progress: bool = True
         for e in episodes:
             key = (e.task, e.images.shape[1])
             if key not in envs:
-                envs[key] = make_env(e.task, image_size=e.images.shape[1])
+                envs[key] = make_env(e.task, settings=settings, image_size=e.images.shape[1])
             out.append(replay_labels(e, side, envs[key]))
             advance(1, "")
     fields = ("patches", "offsets", "target_xy", "has_target", "target_patch")

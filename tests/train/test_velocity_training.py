@@ -1,0 +1,135 @@
+"""Training in other simulator settings (`--sim-config` / `--sim`, TrainConfig.sim): velocity actions under a load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("robot_io.sim")
+
+from robot_io.sim import load_sim_settings, make_env  # noqa: E402
+from vlash.cli.main import main, parse_args  # noqa: E402
+from vlash.cli.train_cmd import config_from_args  # noqa: E402
+from vlash.policies.policy_dir import load_policy  # noqa: E402
+from vlash.resources import config_dir  # noqa: E402
+from vlash.train.config import TrainConfig  # noqa: E402
+from vlash.train.dataset import load_episodes, recorded_sim_settings, save_episodes  # noqa: E402
+from vlash.train.episodes import record_episodes  # noqa: E402
+from vlash.train.errors import ConfigError  # noqa: E402
+
+MICRO = str(Path(__file__).with_name("pi05-micro.yaml"))
+VELOCITY_LOAD = config_dir("eval") / "velocity-load.yaml"
+
+
+def test_velocity_settings_resolve_relative_actions_and_the_sample_spec():
+    assert TrainConfig().relative_actions is True and TrainConfig().sample_spec(50).velocity_dt is None
+    config = TrainConfig(sim={"action_interface": "velocity"})
+    assert config.relative_actions is False  # velocities are not offsets from the state
+    assert config.sample_spec(50).velocity_dt == pytest.approx(1 / 30)
+    assert (
+        TrainConfig(sim={"action_interface": "velocity"}, augment=False).sample_spec(50).velocity_dt
+        == config.velocity_dt
+    )
+    assert TrainConfig(sim={"action_interface": "velocity", "arm": {"control_dt": 0.05}}).velocity_dt == 0.05
+    assert config.sim_settings().image_size == 96 and TrainConfig(image_size=64).sim_settings().image_size == 64
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"sim": {"action_interface": "velocity"}, "relative_actions": True}, "relative_actions must be off"),
+        ({"sim": {"action_interface": "velocity"}, "task_space": True}, "task_space .* joint velocities"),
+        ({"sim": {"action_interface": "ee_delta"}}, "ee_delta .* not supported"),
+        ({"sim": {"disturbance": {"scale": -1}}}, "sim: .*scale"),
+        ({"sim": {"image_size": 64}}, "sim image_size 64 != image_size 96"),
+        ({"sim": "velocity"}, "sim must map"),
+    ],
+)
+def test_settings_that_do_not_apply_are_refused(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**kwargs)
+
+
+def test_sim_flags_reach_the_config():
+    config = config_from_args(parse_args(["train", "--out", "p"]))
+    assert config.sim == {} and config.image_size == 96 and config.relative_actions is True  # today's run
+    flags = ["train", "--out", "p", "--sim-config", "velocity-load", "--sim", "disturbance.scale=0.15"]
+    config = config_from_args(parse_args(flags))
+    want = load_sim_settings(VELOCITY_LOAD, ["disturbance.scale=0.15"]).to_dict()
+    assert config.sim == want and config.relative_actions is False
+    assert config.sim_settings().disturbance.scale == 0.15 and config.sim_settings().action_interface == "velocity"
+    sized = config_from_args(parse_args([*flags, "--image-size", "64"]))
+    assert sized.image_size == 64 and sized.sim["image_size"] == 64
+    assert config_from_args(parse_args(["train", "--out", "p", "--sim", "image_size=48"])).image_size == 48
+    assert config_from_args(parse_args(["train", "--out", "p", "--sim-config", str(VELOCITY_LOAD)])).sim == {
+        **load_sim_settings(VELOCITY_LOAD).to_dict()
+    }
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--sim-config", "velocity-load", "--task-space"], "task_space (--task-space) maps joint positions"),
+        (["--sim", "action_interface=ee_delta"], "ee_delta (end-effector increments) is not supported"),
+        (["--sim-config", "nope"], "--sim-config: no such file nope; shipped settings:"),
+        (["--sim", "disturbance.kind=wind"], "--sim-config / --sim: "),
+        (["--tasks", "reach", "--sim", "task.hold_steps=45"], "task 'reach': unknown setting 'task.hold_steps'"),
+    ],
+)
+def test_bad_sim_flags_are_one_line_errors(tmp_path, capsys, flags, message):
+    out = tmp_path / "p"
+    assert main(["train", "--out", str(out), "--policy", MICRO, "--steps", "1", "--quiet", *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith("vlash train: error:") and not out.exists()
+
+
+def test_recording_runs_the_expert_in_the_given_settings():
+    settings = load_sim_settings(VELOCITY_LOAD)
+    (e,) = record_episodes("hold", 1, seed=0, image_size=32, progress=False, tail=50, plan_steps=55, settings=settings)
+    env = make_env("hold", seed=0, settings=settings, image_size=32)
+    obs, _ = env.reset(seed=e.seed)
+    for t in range(len(e)):  # the recorded actions are the expert's velocities: they replay the episode
+        np.testing.assert_array_equal(obs["image"], e.images[t])
+        np.testing.assert_array_equal(obs["state"], e.states[t])
+        np.testing.assert_array_equal(e.actions[t], env.expert_action())
+        np.testing.assert_array_equal(e.plans[t], env.expert_chunk(55))
+        obs, *_ = env.step(e.actions[t])
+    np.testing.assert_array_equal(e.tail, env.expert_chunk(50))
+    assert np.abs(e.actions).max() <= settings.arm.max_velocity + 1e-6 and e.success
+    (default,) = record_episodes("hold", 1, seed=0, image_size=32, progress=False)
+    assert not np.allclose(default.actions[5:10], e.actions[5:10])  # joint targets, not velocities
+
+
+def test_a_velocity_run_records_in_its_settings_and_says_so(tmp_path, capsys, monkeypatch):
+    data, out = tmp_path / "hold.npz", tmp_path / "policy"
+    args = ["train", "--policy", MICRO, "--tasks", "hold", "--episodes", "2", "--steps", "2", "--batch", "4"]
+    args += ["--image-size", "32", "--dataset", str(data), "--out", str(out), "--quiet", "--json"]
+    velocity = [*args, "--sim-config", "velocity-load", "--vision-aux-weight", "1"]  # its labels replay the episodes
+    monkeypatch.setattr("sys.argv", ["vlash", *velocity])  # the command config.yaml records
+    assert main(velocity) == 0, capsys.readouterr().err
+    want = load_sim_settings(VELOCITY_LOAD, ["image_size=32"]).to_dict()
+    assert recorded_sim_settings(data) == want
+    policy = load_policy(out)
+    assert policy.metadata["sim"] == want and policy.metadata["config"]["sim"] == want
+    assert "--sim-config velocity-load" in policy.metadata["command"]
+    assert policy.metadata["config"]["relative_actions"] is False and policy.processor.relative_mask is None
+    action_q99 = policy.processor.normalizer.feature("action").stats["q99"]
+    assert action_q99.max() > 1.0  # rad/s: the expert starts at up to 2.7 rad/s
+    episodes = load_episodes(data)
+    env = make_env("hold", seed=0, settings=load_sim_settings(VELOCITY_LOAD), image_size=32)
+    env.reset(seed=episodes[0].seed)
+    np.testing.assert_array_equal(episodes[0].actions[0], env.expert_action())
+    capsys.readouterr()
+    assert main(args) == 2  # the same dataset for a run in the default settings: its actions mean something else
+    assert "recorded with other simulator settings (action_interface: 'velocity' (run: 'position')" in (
+        capsys.readouterr().err
+    )
+
+
+def test_datasets_remember_their_settings(tmp_path):
+    (e,) = record_episodes("hold", 1, seed=0, image_size=16, progress=False)
+    assert recorded_sim_settings(save_episodes(tmp_path / "a.npz", [e])) is None  # written without: the defaults
+    doc = load_sim_settings(VELOCITY_LOAD).to_dict()
+    assert recorded_sim_settings(save_episodes(tmp_path / "b.npz", [e], doc)) == doc
