@@ -34,6 +34,9 @@ def test_velocity_settings_resolve_relative_actions_and_the_sample_spec():
     )
     assert TrainConfig(sim={"action_interface": "velocity", "arm": {"control_dt": 0.05}}).velocity_dt == 0.05
     assert config.sim_settings().image_size == 96 and TrainConfig(image_size=64).sim_settings().image_size == 64
+    # velocities are normalized by their range (mostly zero, their q01 / q99 can be a fifth of it)
+    assert (config.action_norm, TrainConfig().action_norm) == ("MIN_MAX", "QUANTILES")
+    assert TrainConfig(sim={"action_interface": "velocity"}, action_norm="QUANTILES").action_norm == "QUANTILES"
 
 
 @pytest.mark.parametrize(
@@ -45,6 +48,7 @@ def test_velocity_settings_resolve_relative_actions_and_the_sample_spec():
         ({"sim": {"disturbance": {"scale": -1}}}, "sim: .*scale"),
         ({"sim": {"image_size": 64}}, "sim image_size 64 != image_size 96"),
         ({"sim": "velocity"}, "sim must map"),
+        ({"action_norm": "MEAN_STD"}, "action_norm must be one of QUANTILES, MIN_MAX"),
     ],
 )
 def test_settings_that_do_not_apply_are_refused(kwargs, message):
@@ -107,6 +111,7 @@ def test_a_velocity_run_records_in_its_settings_and_says_so(tmp_path, capsys, mo
     args = ["train", "--policy", MICRO, "--tasks", "hold", "--episodes", "2", "--steps", "2", "--batch", "4"]
     args += ["--image-size", "32", "--dataset", str(data), "--out", str(out), "--quiet", "--json"]
     velocity = [*args, "--sim-config", "velocity-load", "--vision-aux-weight", "1"]  # its labels replay the episodes
+    velocity += ["--motion-aux-weight", "1"]
     monkeypatch.setattr("sys.argv", ["vlash", *velocity])  # the command config.yaml records
     assert main(velocity) == 0, capsys.readouterr().err
     want = load_sim_settings(VELOCITY_LOAD, ["image_size=32"]).to_dict()
@@ -115,8 +120,9 @@ def test_a_velocity_run_records_in_its_settings_and_says_so(tmp_path, capsys, mo
     assert policy.metadata["sim"] == want and policy.metadata["config"]["sim"] == want
     assert "--sim-config velocity-load" in policy.metadata["command"]
     assert policy.metadata["config"]["relative_actions"] is False and policy.processor.relative_mask is None
-    action_q99 = policy.processor.normalizer.feature("action").stats["q99"]
-    assert action_q99.max() > 1.0  # rad/s: the expert starts at up to 2.7 rad/s
+    assert policy.metadata["motion_aux_loss"] > 0 and policy.metadata["vision_aux_loss"] > 0
+    action_norm = policy.processor.normalizer.feature("action")
+    assert action_norm.mode == "MIN_MAX" and action_norm.stats["max"].max() > 2.0  # rad/s: the expert's up to 2.7
     episodes = load_episodes(data)
     env = make_env("hold", seed=0, settings=load_sim_settings(VELOCITY_LOAD), image_size=32)
     env.reset(seed=episodes[0].seed)

@@ -13,7 +13,7 @@ import logging
 import math
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +26,19 @@ from vlash.policies.normalization import Normalizer, NormMode
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.word_tokenizer import train_tokenizer
+from vlash.train.auxiliaries import Auxiliaries
 from vlash.train.base import base_tokenizer, load_base_model
-from vlash.train.config import AUX_WEIGHTS, TrainConfig, TrainResult
+from vlash.train.config import TrainConfig, TrainResult
 from vlash.train.data import TrainBatch, TrainingData
 from vlash.train.episodes import Episode, in_task_space
-from vlash.train.errors import ConfigError, TrainError
+from vlash.train.errors import TrainError
 from vlash.train.flow import draw_times, flow_loss, noisy_actions, token_times
 from vlash.train.init import init_from_scratch, init_state_bin_embeddings, tokenizer_vocab
 from vlash.train.output import git_commit, with_config, write_policy
 from vlash.train.progress import progress_bar
 from vlash.train.recording import gather_episodes
 from vlash.train.stats import dataset_normalizer
-from vlash.train.vision_aux import (
-    FeatureTap,
-    NamedPatchHead,
-    PatchLabelHead,
-    PatchOffsetHead,
-    TargetHead,
-    dataset_labels,
-    palette,
-)
+from vlash.train.vision_aux import dataset_labels
 from vlash.train.vision_use import VisionProbe
 
 log = logging.getLogger(__name__)
@@ -88,91 +81,6 @@ def make_optimizer(
 def has_u0(model: Pi05Model) -> float:
     """The horizon-aware schedule's u0 for the model's step count (the first action is final after one step)."""
     return (model.config.num_steps - 1) / model.config.num_steps
-
-
-class Auxiliaries:
-    """Training-only heads (train.vision_aux), not part of the policy: per-patch item labels on the vision
-    tower's camera-0 tokens, and where in its patch each item is; the task's target (x, y) from the VLM stream
-    entering one of its layers at the last prompt token, and which image token holds it from the same stream;
-    and the same target from the expert's residual at every action token."""
-
-    def __init__(
-        self,
-        model: Pi05Model,
-        weights: Mapping[str, float],
-        target_layer: int | None = None,
-        expert_target_layer: int | None = None,
-    ) -> None:
-        """`weights`: each head's loss weight by name (config.AUX_WEIGHTS; missing or 0: off). `target_layer`: the
-        VLM layer whose input stream the target and named-patch heads read (None: the last layer);
-        `expert_target_layer`: the expert layer whose input stream the expert head reads (None: the stream
-        entering the expert's final norm)."""
-        cfg = model.config
-        for name, layer, depth in (
-            ("target", target_layer, cfg.vlm.depth),
-            ("expert_target", expert_target_layer, cfg.expert.depth),
-        ):
-            if layer is not None and not 0 <= layer < depth:
-                raise ConfigError(f"{name}_aux_layer must be in [0, {depth - 1}] for {depth} layers, got {layer}")
-        unknown = set(weights) - set(AUX_WEIGHTS)
-        if unknown:
-            raise ConfigError(f"unknown auxiliary heads {sorted(unknown)}; known: {', '.join(AUX_WEIGHTS)}")
-        self.weights = {name: w for name, w in weights.items() if w > 0}
-        on = self.weights.keys()
-        self.heads = torch.nn.ModuleDict()
-        self.taps: dict[str, FeatureTap] = {}
-        if "vision" in on:
-            self.heads["vision"] = PatchLabelHead(cfg.vision.width, len(palette()))
-        if "patch_offset" in on:
-            self.heads["patch_offset"] = PatchOffsetHead(cfg.vision.width, len(palette()))
-        if "vision" in on or "patch_offset" in on:
-            self.taps["vision"] = FeatureTap(model.vision)
-        if "target" in on:
-            self.heads["target"] = TargetHead(cfg.vlm.width)
-        if "named_patch" in on:
-            self.heads["named_patch"] = NamedPatchHead(cfg.vlm.width)
-        if "expert_target" in on:
-            self.heads["expert_target"] = TargetHead(cfg.expert.width)
-            where = model.expert.norm if expert_target_layer is None else model.expert.layers[expert_target_layer]
-            if expert_target_layer is not None:
-                where = where.input_layernorm  # called with the stream entering that layer
-            self.taps["expert_target"] = FeatureTap(where, first_input=True)
-        self.cameras, self.patches = cfg.num_cameras, cfg.vision.num_patches
-        self.image_tokens = cfg.num_cameras * self.patches
-        layer = cfg.vlm.depth - 1 if target_layer is None else target_layer  # see TargetHead
-        self.prefix_layer = layer if "target" in self.heads or "named_patch" in self.heads else None
-
-    def losses(
-        self, batch: TrainBatch, prefix_out: torch.Tensor | None, expert_ran: bool = True
-    ) -> dict[str, torch.Tensor]:
-        if batch.patch_labels is None:
-            raise TrainError("the batch has no replayed labels (TrainingData.labels is unset)")
-        out = {}
-        if "vision" in self.taps:
-            features = self.taps["vision"].take()[:: self.cameras]
-            if "vision" in self.heads:
-                out["vision"] = self.heads["vision"].loss(features, batch.patch_labels)
-            if "patch_offset" in self.heads:
-                out["patch_offset"] = self.heads["patch_offset"].loss(features, batch.patch_labels, batch.patch_offsets)
-        if prefix_out is not None and "target" in self.heads:
-            last = batch.inputs.token_masks.sum(1) - 1 + self.image_tokens
-            out["target"] = self.heads["target"].loss(prefix_out, last, batch.target_xy, batch.has_target)
-        if prefix_out is not None and "named_patch" in self.heads:
-            camera0 = prefix_out[:, : self.patches]
-            out["named_patch"] = self.heads["named_patch"].loss(camera0, batch.target_patch, batch.has_target)
-        if expert_ran and "expert_target" in self.taps:
-            stream = self.taps["expert_target"].take()
-            out["expert_target"] = self.heads["expert_target"].loss_all_tokens(
-                stream, batch.target_xy, batch.has_target
-            )
-        return out
-
-    def total(self, losses: dict[str, torch.Tensor]) -> torch.Tensor:
-        return sum(self.weights[name] * value for name, value in losses.items())
-
-    def close(self) -> None:
-        for tap in self.taps.values():
-            tap.close()
 
 
 def flow_step(
@@ -232,7 +140,9 @@ def run_steps(
     weights = model if ema is None else ema.module
     aux = None
     if config.uses_auxiliaries:
-        aux = Auxiliaries(model, config.aux_weights, config.target_aux_layer, config.expert_target_aux_layer)
+        aux = Auxiliaries(
+            model, config.aux_weights, config.target_aux_layer, config.expert_target_aux_layer, data.state_dims
+        )
     opt, schedule = make_optimizer(model, config, aux.heads if aux is not None else None)
     params = [p for group in opt.param_groups for p in group["params"]]
     probe = None

@@ -154,10 +154,11 @@ class TargetHead(nn.Module):
     expert's image_gain stayed 0).
     """
 
-    def __init__(self, width: int) -> None:
+    def __init__(self, width: int, outputs: int = 2) -> None:
+        """`outputs`: the values regressed (2: the target's (x, y); the motion head: one per action dim)."""
         super().__init__()
         self.norm = nn.LayerNorm(width)
-        self.proj = nn.Linear(width, 2)
+        self.proj = nn.Linear(width, outputs)
 
     def loss(self, prefix_out: Tensor, last: Tensor, target: Tensor, has_target: Tensor) -> Tensor:
         """Mean squared error [world units^2] over the samples that have a target; prefix_out [B, P, W]."""
