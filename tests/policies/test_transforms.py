@@ -1,5 +1,5 @@
-"""Policy transforms: a task-space policy sees and predicts end-effector positions, the robot joints; the transform
-is named in the policy directory and loaded only then."""
+"""Policy transforms: a task-space policy sees and predicts end-effector positions (or velocities), the robot joints;
+the transform is named in the policy directory and loaded only then."""
 
 from __future__ import annotations
 
@@ -11,14 +11,17 @@ import torch
 
 from robot_io.sim import kinematics
 from robot_io.sim.config import ArmConfig
-from robot_io.sim.task_space import PlanarArmTaskSpace
+from robot_io.sim.task_space import PlanarArmTaskSpace, PlanarArmVelocityTaskSpace
 from vlash.errors import ShapeError
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.policies.pi05.processor import Observation, Pi05Processor
 from vlash.policies.policy_dir import load_policy, save_policy
 from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
+from vlash.policies.transforms import load_transform
 
 SPACE = PlanarArmTaskSpace.from_arm(ArmConfig())
+VELOCITY = PlanarArmVelocityTaskSpace.from_arm(ArmConfig())
+DT = ArmConfig().control_dt
 
 
 def _chunk(start: np.ndarray, end: np.ndarray, steps: int = 20) -> np.ndarray:
@@ -63,6 +66,37 @@ def test_unreachable_positions_are_projected_and_bad_shapes_are_refused():
         PlanarArmTaskSpace.from_dict({**SPACE.to_dict(), "kind": "scara"})
 
 
+@pytest.mark.parametrize("elbow", [1.3, -1.3])
+def test_a_joint_velocity_chunk_maps_to_the_end_effector_velocity_along_its_path_and_back(elbow):
+    start = np.array([math.pi - 0.2, elbow], np.float32)  # joint 0 crosses +pi on the way
+    velocities = np.stack([np.linspace(0.5, 2.5, 30), np.linspace(-0.8, 0.3, 30)], axis=1).astype(np.float32)
+    ee = VELOCITY.actions_to_model(velocities, start)
+    path = start + DT * np.cumsum(velocities.astype(np.float64), axis=0)
+    # integrated from the start's end effector, the velocities reach the end effector of every joint on the path
+    reached = kinematics.forward(start, ArmConfig().link_lengths) + DT * np.cumsum(ee.astype(np.float64), axis=0)
+    np.testing.assert_allclose(reached, kinematics.forward(path, ArmConfig().link_lengths), atol=1e-5)
+    np.testing.assert_allclose(VELOCITY.to_robot(ee, start), velocities, atol=1e-4)
+    np.testing.assert_allclose(VELOCITY.to_model(start), SPACE.to_model(start))
+    # batches: each chunk from its own start
+    batch = VELOCITY.actions_to_model(np.stack([velocities, -velocities]), np.stack([start, start]))
+    np.testing.assert_allclose(batch[0], ee)
+    np.testing.assert_allclose(batch[1], VELOCITY.actions_to_model(-velocities, start))
+
+
+def test_a_velocity_task_space_needs_the_start_its_period_and_its_kind():
+    with pytest.raises(ShapeError, match="pass the state"):
+        VELOCITY.actions_to_model(np.zeros((3, 2)))
+    with pytest.raises(ShapeError, match="need a chunk"):
+        VELOCITY.to_robot(np.zeros((2, 5, 2)), np.zeros(2))
+    with pytest.raises(ShapeError, match="control_dt"):
+        PlanarArmVelocityTaskSpace(SPACE, 0.0)
+    assert load_transform(VELOCITY.to_dict()) == VELOCITY and load_transform(SPACE.to_dict()) == SPACE
+    with pytest.raises(ShapeError, match="needs control_dt"):
+        PlanarArmVelocityTaskSpace.from_dict({**SPACE.to_dict(), "kind": "planar_arm_velocity"})
+    with pytest.raises(ShapeError, match="'planar_arm'"):
+        PlanarArmVelocityTaskSpace.from_dict(SPACE.to_dict())
+
+
 def _normalizer() -> Normalizer:
     q = lambda lo, hi: {"q01": np.array(lo, np.float32), "q99": np.array(hi, np.float32)}  # noqa: E731
     return Normalizer(
@@ -101,9 +135,26 @@ def test_the_processor_gives_the_model_positions_and_the_robot_joints(tiny, toke
         Pi05Processor(tiny.config, _normalizer(), ee.prompt_encoder, action_dims=3, transform=SPACE)
 
 
+def test_the_processor_maps_committed_velocities_from_the_state_and_returns_joint_velocities(tiny, tokenizer_dir):
+    encoder = Pi05PromptEncoder(PromptTokenizer.from_dir(tokenizer_dir), tiny.config.max_token_len, state_dims=2)
+    processor = Pi05Processor(tiny.config, _normalizer(), encoder, action_dims=2, transform=VELOCITY)
+    state = np.array([0.3, 1.1], np.float32)
+    committed = np.full((4, 2), 0.5, np.float32)
+    model = processor.to_model_actions(committed, state)
+    expected = _normalizer().normalize("action", VELOCITY.actions_to_model(committed, state))
+    np.testing.assert_allclose(model, expected, atol=1e-6)
+    with pytest.raises(ShapeError, match="pass the state"):
+        processor.to_model_actions(committed)
+    padded = torch.zeros(1, 4, tiny.config.action_dim)
+    padded[..., :2] = torch.from_numpy(model)
+    np.testing.assert_allclose(processor.postprocess(padded, state[None])[0], committed, atol=1e-3)
+
+
 def test_the_transform_is_saved_and_loaded(tmp_path, tiny, tokenizer_dir):
     tok = tokenizer_dir / "tokenizer.json"
     out = save_policy(tmp_path / "p", tiny, _normalizer(), tok, 2, 2, relative_mask=(1, 1), transform=SPACE)
     assert load_policy(out).processor.transform == SPACE
+    velocity = save_policy(tmp_path / "v", tiny, _normalizer(), tok, 2, 2, transform=VELOCITY)
+    assert load_policy(velocity).processor.transform == VELOCITY
     plain = save_policy(tmp_path / "q", tiny, _normalizer(), tok, 2, 2)
     assert load_policy(plain).processor.transform is None

@@ -11,6 +11,7 @@ pytest.importorskip("robot_io.sim")
 
 from robot_io.executors import ExecutorConfig  # noqa: E402
 from robot_io.sim import make_env  # noqa: E402
+from robot_io.sim.settings import SimSettings  # noqa: E402
 from vlash.eval.episode import EpisodeRunner  # noqa: E402
 from vlash.eval.link import LinkTiming  # noqa: E402
 from vlash.eval.policies import ModelPolicy  # noqa: E402
@@ -28,7 +29,7 @@ def reach_episodes():
 
 
 def test_episodes_in_task_space_are_the_forward_kinematics_of_the_recorded_ones(reach_episodes):
-    space = trainer.simulator_task_space()
+    space = trainer.simulator_task_space(SimSettings())
     e = reach_episodes[0]
     moved = in_task_space(e, space)
     np.testing.assert_allclose(moved.states, space.to_model(e.states))
@@ -45,7 +46,7 @@ def test_a_task_space_run_writes_a_policy_that_commands_joints(tmp_path, reach_e
     result = trainer.train(config, episodes=reach_episodes)  # the heads' labels replay the joint-space episodes
     assert result.metadata["target_aux_loss"] > 0
     policy = load_policy(result.out)
-    assert policy.processor.transform == trainer.simulator_task_space()
+    assert policy.processor.transform == trainer.simulator_task_space(SimSettings())
     state_q99 = policy.processor.normalizer.feature("observation.state").stats["q99"]
     assert (np.abs(state_q99) <= sum(policy.processor.transform.link_lengths)).all()  # positions, not angles
     env = make_env("reach", image_size=32)

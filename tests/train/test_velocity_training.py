@@ -9,14 +9,19 @@ import pytest
 
 pytest.importorskip("robot_io.sim")
 
+from robot_io.executors import ExecutorConfig  # noqa: E402
 from robot_io.sim import load_sim_settings, make_env  # noqa: E402
 from vlash.cli.main import main, parse_args  # noqa: E402
 from vlash.cli.train_cmd import config_from_args  # noqa: E402
+from vlash.eval.episode import EpisodeRunner  # noqa: E402
+from vlash.eval.link import LinkTiming  # noqa: E402
+from vlash.eval.policies import ModelPolicy  # noqa: E402
 from vlash.policies.policy_dir import load_policy  # noqa: E402
 from vlash.resources import config_dir  # noqa: E402
+from vlash.train import trainer  # noqa: E402
 from vlash.train.config import TrainConfig  # noqa: E402
 from vlash.train.dataset import load_episodes, recorded_sim_settings, save_episodes  # noqa: E402
-from vlash.train.episodes import record_episodes  # noqa: E402
+from vlash.train.episodes import in_task_space, record_episodes  # noqa: E402
 from vlash.train.errors import ConfigError  # noqa: E402
 
 MICRO = str(Path(__file__).with_name("pi05-micro.yaml"))
@@ -34,8 +39,8 @@ def test_velocity_settings_resolve_relative_actions_and_the_sample_spec():
     )
     assert TrainConfig(sim={"action_interface": "velocity", "arm": {"control_dt": 0.05}}).velocity_dt == 0.05
     assert config.sim_settings().image_size == 96 and TrainConfig(image_size=64).sim_settings().image_size == 64
-    # velocities are normalized by their range (mostly zero, their q01 / q99 can be a fifth of it)
-    assert (config.action_norm, TrainConfig().action_norm) == ("MIN_MAX", "QUANTILES")
+    # velocities are scaled to unit variance (mostly zero: by their range their variance is ~0.06)
+    assert (config.action_norm, TrainConfig().action_norm) == ("MEAN_STD", "QUANTILES")
     assert TrainConfig(sim={"action_interface": "velocity"}, action_norm="QUANTILES").action_norm == "QUANTILES"
 
 
@@ -43,12 +48,11 @@ def test_velocity_settings_resolve_relative_actions_and_the_sample_spec():
     ("kwargs", "message"),
     [
         ({"sim": {"action_interface": "velocity"}, "relative_actions": True}, "relative_actions must be off"),
-        ({"sim": {"action_interface": "velocity"}, "task_space": True}, "task_space .* joint velocities"),
         ({"sim": {"action_interface": "ee_delta"}}, "ee_delta .* not supported"),
         ({"sim": {"disturbance": {"scale": -1}}}, "sim: .*scale"),
         ({"sim": {"image_size": 64}}, "sim image_size 64 != image_size 96"),
         ({"sim": "velocity"}, "sim must map"),
-        ({"action_norm": "MEAN_STD"}, "action_norm must be one of QUANTILES, MIN_MAX"),
+        ({"action_norm": "QUANTILE10"}, "action_norm must be one of QUANTILES, MEAN_STD, MIN_MAX"),
     ],
 )
 def test_settings_that_do_not_apply_are_refused(kwargs, message):
@@ -75,7 +79,6 @@ def test_sim_flags_reach_the_config():
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--sim-config", "velocity-load", "--task-space"], "task_space (--task-space) maps joint positions"),
         (["--sim", "action_interface=ee_delta"], "ee_delta (end-effector increments) is not supported"),
         (["--sim-config", "nope"], "--sim-config: no such file nope; shipped settings:"),
         (["--sim", "disturbance.kind=wind"], "--sim-config / --sim: "),
@@ -87,6 +90,36 @@ def test_bad_sim_flags_are_one_line_errors(tmp_path, capsys, flags, message):
     assert main(["train", "--out", str(out), "--policy", MICRO, "--steps", "1", "--quiet", *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and err.startswith("vlash train: error:") and not out.exists()
+
+
+def test_velocity_episodes_in_task_space_are_end_effector_velocities_along_each_plan():
+    settings = load_sim_settings(VELOCITY_LOAD)
+    (e,) = record_episodes("hold", 1, seed=0, image_size=32, progress=False, tail=50, plan_steps=55, settings=settings)
+    space = trainer.simulator_task_space(settings)
+    assert space.kind == "planar_arm_velocity" and space.control_dt == settings.arm.control_dt
+    moved = in_task_space(e, space)
+    np.testing.assert_allclose(moved.states, space.to_model(e.states))
+    t = 3  # approaching: each frame's plan runs from that frame's state
+    np.testing.assert_allclose(moved.plans[t], space.actions_to_model(e.plans[t], e.states[t]), atol=1e-6)
+    np.testing.assert_allclose(space.to_robot(moved.plans[t], e.states[t]), e.plans[t], atol=1e-4)
+    np.testing.assert_allclose(moved.actions[t], space.actions_to_model(e.actions[t][None], e.states[t])[0], atol=1e-6)
+    assert moved.tail.shape == e.tail.shape and np.abs(moved.plans[t]).max() > 0.5  # world units / s, moving
+
+
+def test_a_task_space_velocity_run_writes_a_policy_that_commands_joint_velocities(tmp_path):
+    settings = load_sim_settings(VELOCITY_LOAD, ["image_size=32"])
+    episodes = record_episodes("hold", 2, seed=0, image_size=32, progress=False, tail=50, settings=settings)
+    config = TrainConfig(
+        policy=MICRO, steps=2, batch_size=4, warmup_steps=1, log_every=1, progress=False, vision_probe_every=0,
+        out=str(tmp_path / "p"), image_size=32, sim=settings.to_dict(), task_space=True,
+    )  # fmt: skip
+    policy = load_policy(trainer.train(config, episodes=episodes).out)
+    assert policy.processor.transform == trainer.simulator_task_space(settings)
+    assert policy.metadata["config"]["task_space"] is True and policy.processor.relative_mask is None
+    env = make_env("hold", settings=settings, image_size=32)
+    runner = EpisodeRunner(env, ModelPolicy(policy), ExecutorConfig(mode="sync"), LinkTiming(0), task="hold")
+    commands = np.array(runner.run(0).commands)
+    assert commands.shape[1] == 2 and np.isfinite(commands).all() and np.abs(commands).max() > 0
 
 
 def test_recording_runs_the_expert_in_the_given_settings():
@@ -122,7 +155,7 @@ def test_a_velocity_run_records_in_its_settings_and_says_so(tmp_path, capsys, mo
     assert policy.metadata["config"]["relative_actions"] is False and policy.processor.relative_mask is None
     assert policy.metadata["motion_aux_loss"] > 0 and policy.metadata["vision_aux_loss"] > 0
     action_norm = policy.processor.normalizer.feature("action")
-    assert action_norm.mode == "MIN_MAX" and action_norm.stats["max"].max() > 2.0  # rad/s: the expert's up to 2.7
+    assert action_norm.mode == "MEAN_STD" and action_norm.stats["max"].max() > 2.0  # rad/s: the expert's up to 2.7
     episodes = load_episodes(data)
     env = make_env("hold", seed=0, settings=load_sim_settings(VELOCITY_LOAD), image_size=32)
     env.reset(seed=episodes[0].seed)

@@ -17,7 +17,7 @@ from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
 from vlash.errors import ConfigError
 from vlash.policies.pi05 import available_presets
 from vlash.policies.policy_source import PolicyKind
-from vlash.train.config import DEFAULT_TASKS, TrainConfig, TrainResult
+from vlash.train.config import ACTION_NORMS, DEFAULT_TASKS, TrainConfig, TrainResult
 
 ACCEPTED = {
     PolicyKind.PRESET: "the architecture, trained from scratch",
@@ -76,9 +76,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--action-norm",
-        choices=("QUANTILES", "MIN_MAX"),
+        choices=ACTION_NORMS,
         default=None,
-        help="action normalization (default: MIN_MAX for velocity actions, else QUANTILES)",
+        help="action normalization (default: MEAN_STD for velocity actions, else QUANTILES)",
     )
     p.add_argument(
         "--task-space",

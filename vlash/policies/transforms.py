@@ -1,8 +1,8 @@
 """State/action transforms: a policy that sees and predicts vectors in another space than the robot's joints.
 
-The robot always sends joint states and receives joint-position chunks. A transform maps states (and committed
-or guidance actions) into the model's space before normalization, and the model's chunk back to joints after
-it. A policy directory names its transform in config.yaml:
+The robot always sends joint states and receives chunks of joint actions (positions or velocities). A transform
+maps states (and committed or guidance actions) into the model's space before normalization, and the model's chunk
+back to joint actions after it. A policy directory names its transform in config.yaml:
 
     processor:
       transform: {kind: planar_arm, link_lengths: [0.5, 0.4], joint_limits: [[lo, hi], [lo, hi]]}
@@ -25,6 +25,8 @@ from vlash.errors import CheckpointError, ShapeError
 # kind -> "module:Class"; the class has `from_dict(doc)` and satisfies StateActionTransform
 TRANSFORMS: dict[str, str] = {
     "planar_arm": "robot_io.sim.task_space:PlanarArmTaskSpace",  # end-effector (x, y) of the simulated 2-link arm
+    # its end-effector (x, y) velocities, for joint-velocity actions
+    "planar_arm_velocity": "robot_io.sim.task_space:PlanarArmVelocityTaskSpace",
 }
 
 
@@ -35,11 +37,17 @@ class StateActionTransform(Protocol):
     model_dims: int  # entries of the vector the model sees and predicts
 
     def to_model(self, joints: np.ndarray) -> np.ndarray:
-        """Robot vectors [..., robot_dims] (states or joint-position actions) -> model vectors [..., model_dims]."""
+        """Robot states [..., robot_dims] -> model states [..., model_dims]."""
+        ...
+
+    def actions_to_model(self, actions: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        """Robot actions [..., n, robot_dims] (committed or guidance rows of a chunk) -> model actions
+        [..., n, model_dims]; `start` [..., robot_dims]: the joint state the chunk starts from (a transform whose
+        actions depend on the path, e.g. velocities, needs it)."""
         ...
 
     def to_robot(self, chunk: np.ndarray, start: np.ndarray) -> np.ndarray:
-        """A model chunk [..., H, model_dims] -> joint positions [..., H, robot_dims], starting from the joint
+        """A model chunk [..., H, model_dims] -> robot actions [..., H, robot_dims], starting from the joint
         state `start` [..., robot_dims] the chunk was planned from."""
         ...
 

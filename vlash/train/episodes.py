@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from robot_io.sim.task_space import PlanarArmTaskSpace
+from vlash.policies.transforms import StateActionTransform
 from vlash.train.errors import DatasetError, TrainError
 from vlash.train.progress import progress_bar
 
@@ -210,15 +210,20 @@ def record_episodes(
     return [e for e in episodes if e.success] if only_successful else episodes
 
 
-def in_task_space(episode: Episode, space: PlanarArmTaskSpace) -> Episode:
-    """The episode as a task-space policy learns it: states, actions, tail and plans as end-effector positions
-    (images and seed unchanged; a replay in the simulator needs the joint-space original)."""
-    tail = None if episode.tail is None else space.to_model(episode.tail)
-    plans = None if episode.plans is None else space.to_model(episode.plans)
+def in_task_space(episode: Episode, space: StateActionTransform) -> Episode:
+    """The episode as a task-space policy learns it: states as end-effector positions; actions, tail and plans
+    as end-effector positions or velocities (each frame's action and plan from its state, the tail from the last
+    state through the last action); images and seed unchanged (a replay in the simulator needs the joint-space
+    original)."""
+    states = episode.states
+    tail = None
+    if episode.tail is not None:
+        tail = space.actions_to_model(np.concatenate([episode.actions[-1:], episode.tail]), states[-1])[1:]
+    plans = None if episode.plans is None else space.actions_to_model(episode.plans, states)
     return dataclasses.replace(
         episode,
-        states=space.to_model(episode.states),
-        actions=space.to_model(episode.actions),
+        states=space.to_model(states),
+        actions=space.actions_to_model(episode.actions[:, None, :], states)[:, 0, :],
         tail=tail,
         plans=plans,
     )

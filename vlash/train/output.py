@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from robot_io.sim.task_space import PlanarArmTaskSpace
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.policy_dir import save_policy
+from vlash.policies.transforms import StateActionTransform
 
 TRAIN_LOG = "train_log.json"
 
@@ -61,7 +61,7 @@ def write_policy(
     metadata: dict[str, Any],
     train_log: dict[str, Any],
     relative_mask: tuple[bool, ...] | None = None,
-    task_space: PlanarArmTaskSpace | None = None,
+    task_space: StateActionTransform | None = None,
 ) -> Path:
     """Write (or atomically replace) the policy directory `out`; returns it."""
     target = Path(out)

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_io.sim.task_space import PlanarArmTaskSpace
+from robot_io.sim.settings import SimSettings
+from robot_io.sim.task_space import PlanarArmTaskSpace, PlanarArmVelocityTaskSpace
 from vlash.policies.checkpoint import build_random
 from vlash.policies.normalization import Normalizer, NormMode
 from vlash.policies.pi05.config import Pi05Config, load_preset
@@ -48,11 +49,12 @@ VISION_PROBE_SIZE = 32  # samples in the fixed image_gain probe batch
 ADAM_BETAS = (0.9, 0.95)  # openpi's AdamW betas
 
 
-def simulator_task_space() -> PlanarArmTaskSpace:
-    """The task space of the simulator's arm (robot_io.sim's default ArmConfig, the arm episodes are recorded with)."""
-    from robot_io.sim.config import ArmConfig
-
-    return PlanarArmTaskSpace.from_arm(ArmConfig())
+def simulator_task_space(sim: SimSettings) -> PlanarArmTaskSpace | PlanarArmVelocityTaskSpace:
+    """The task space of the arm the episodes are recorded with: end-effector positions, or with velocity actions
+    end-effector velocities."""
+    if sim.action_interface == "velocity":
+        return PlanarArmVelocityTaskSpace.from_arm(sim.arm)
+    return PlanarArmTaskSpace.from_arm(sim.arm)
 
 
 def lr_factor(step: int, config: TrainConfig) -> float:
@@ -240,7 +242,7 @@ def _saver(
     tokenizer_file: Path,
     dims: int,
     meta: dict[str, Any],
-    task_space: PlanarArmTaskSpace | None = None,
+    task_space: PlanarArmTaskSpace | PlanarArmVelocityTaskSpace | None = None,
 ) -> Callable[..., Path]:
     """save(step, curves, trained, extra=None): write the policy directory (preset shapes) with `trained`'s
     weights, and its train log."""
@@ -269,7 +271,7 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
     spec = config.sample_spec(policy.action_horizon)  # bad settings fail before any recording
     base = load_base_model(config.init_from, policy) if config.init_from is not None else None
     kept, rate = gather_episodes(config, episodes, policy.action_horizon)
-    space = simulator_task_space() if config.task_space else None
+    space = simulator_task_space(config.sim_settings()) if config.task_space else None
     learned = kept if space is None else [in_task_space(e, space) for e in kept]
     normalizer = dataset_normalizer(
         learned, policy.action_horizon if config.relative_actions else 0, NormMode(config.action_norm)

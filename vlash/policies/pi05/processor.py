@@ -99,10 +99,11 @@ class Pi05Processor:
 
     def to_model_actions(self, actions: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
         """Absolute robot-unit actions [..., n, action_dims] -> normalized model actions (same shape); `states`
-        [..., D] are the states the request carried (needed by relative policies)."""
+        [..., D] are the states the request carried (needed by relative policies, and by transforms of velocities)."""
         actions = np.asarray(actions, dtype=np.float32)
         if self.transform is not None:
-            actions = self.transform.to_model(actions)
+            start = None if states is None else np.asarray(states, np.float32)[..., : self.transform.robot_dims]
+            actions = self.transform.actions_to_model(actions, start)
         offset = self._state_offset(states, actions.shape)
         if offset is not None:
             actions = actions - offset
