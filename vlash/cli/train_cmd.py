@@ -83,7 +83,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--task-space",
         action="store_true",
-        help="plan end-effector positions; inverse kinematics turns the chunk into joints (default: joint angles)",
+        help="plan end-effector positions (velocity actions: end-effector velocities); inverse kinematics turns "
+        "the chunk into joint positions (velocities) (default: plan joint values)",
     )
     p.add_argument(
         "--no-tail",

@@ -106,8 +106,9 @@ class TrainConfig:
     # predict the chunk relative to the given state (openpi's DeltaActions). None: on for position actions, off for
     # velocity actions (joint velocities are not relative to the state; True is refused there)
     relative_actions: bool | None = None
-    # plan end-effector positions instead of joint angles (robot_io.sim.task_space): states and actions are
-    # mapped by the simulator arm's kinematics; the robot still sends joints and receives joint chunks
+    # plan end-effector positions instead of joint angles, or with velocity actions end-effector velocities
+    # (robot_io.sim.task_space): states and actions are mapped by the simulator arm's kinematics; the robot still
+    # sends joints and receives joint chunks
     task_space: bool = False
     # label chunks past an episode's end with the expert's plan from its final state (Episode.tail, H steps)
     # instead of masking them; False also drops the tails of a loaded dataset (docs/EVALUATION.md has the A/B)
