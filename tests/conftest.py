@@ -5,6 +5,8 @@ there are skipped by their markers (`gpu`, `sim`) or by `pytest.importorskip`.""
 from __future__ import annotations
 
 import importlib.util
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,12 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_SIM = all(importlib.util.find_spec(name) is not None for name in ("gymnasium", "cv2"))
+
+
+def pytest_configure(config):
+    # vlash's user cache (the host rates `vlash bench` measures) goes to a fresh directory per test session, also for
+    # the vlash commands tests start as subprocesses: tests never read or write the user's ~/.cache/vlash
+    os.environ.setdefault("VLASH_CACHE_DIR", tempfile.mkdtemp(prefix="vlash-test-cache-"))
 
 
 @pytest.fixture(autouse=True)

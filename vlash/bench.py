@@ -60,6 +60,7 @@ class BenchReport:
     peak_memory_mb: float = 0.0  # CUDA allocator peak (GPU) or process peak RSS (CPU), MiB
     floors_ms: dict[str, float] = field(default_factory=dict)  # metric -> roofline floor (with a profile)
     profile: str = ""  # device profile the floors come from
+    host_rates: dict = field(default_factory=dict)  # on a CPU: the measured rates the floors use (host_rates)
     precision: str = ""  # e.g. "fp32", "int8 (onnx-int8-dynamic) / fp32 activations" (`precision_label`)
     gate: str = ""  # a quantized artifact's recorded fidelity gate, one line ("" when not quantized)
 
@@ -80,6 +81,7 @@ class BenchReport:
             "warmup_s": self.warmup_s,
             "peak_memory_mb": self.peak_memory_mb,
             "profile": self.profile,
+            "host_rates": self.host_rates,
             "precision": self.precision,
             "gate": self.gate,
             "summary": self.summary(),

@@ -4,12 +4,15 @@ beside each measurement.
 
 `--device` takes a torch device (cpu, cuda, cuda:N, auto) or a device profile (configs/devices/: cpu, rtx-4090,
 h100, jetson-orin, jetson-thor, ..., or `jetson` to detect Orin / Thor); a profile sets the default engine,
-precision, threads and CUDA graphs, and the floor. On a plain cpu device the `cpu` profile gives the floor."""
+precision, threads and CUDA graphs, and the floor. `--compile` / `--cuda-graphs` without `--engine` mean the torch
+engine (they apply to no other). On a CPU the floor comes from this host's measured fp32 GEMM rate and copy
+bandwidth (vlash.devices.host_rates, cached), not from the profile's figures (`--profile-rates`: those)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -20,6 +23,7 @@ from vlash.bench import BenchReport, BenchSettings, make_engine, run_bench
 from vlash.cli.policy_args import add_policy_arguments
 from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_device
+from vlash.devices.host_rates import cached_host_rates, with_host_rates
 from vlash.engines import available_engines
 from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
@@ -64,6 +68,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=("default", "reduce-overhead", "max-autotune"),
         help="torch.compile the denoise step (reduce-overhead = CUDA graphs)",
     )
+    p.add_argument(
+        "--profile-rates",
+        action="store_true",
+        help="CPU floor from the device profile's figures (default: this host's measured GEMM rate and bandwidth)",
+    )
+    p.add_argument("--remeasure", action="store_true", help="measure this host's rates again (replaces the cache)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "--allow-failed-gate",
@@ -137,7 +147,9 @@ def run(args: argparse.Namespace) -> int:
     source, artifact = _source(args)
     manifest = ArtifactManifest.load(artifact) if artifact is not None else None
     config = _config(args, source, manifest)
-    engine_name = args.engine or (manifest.engine if manifest else None) or (named.engine if named else "torch")
+    torch_only = "torch" if (args.compile or args.cuda_graphs) else None  # the flags name the engine they apply to
+    engine_name = args.engine or (manifest.engine if manifest else None) or torch_only
+    engine_name = engine_name or (named.engine if named else "torch")
     dtype = args.dtype or (manifest.precision if manifest else None)
     dtype = dtype or (named.precision if named else ("bf16" if device.type == "cuda" else "fp32"))
     if manifest is not None and engine_name == "torch":
@@ -153,6 +165,15 @@ def run(args: argparse.Namespace) -> int:
         batch=args.batch,
     )
     console = Console(stderr=args.json)
+    rates = None
+    if device.type == "cpu" and profile is not None and not args.profile_rates:
+        with console.status("measuring this host's GEMM rate and memory bandwidth (once; cached)"):
+            rates, cache = cached_host_rates(threads or torch.get_num_threads(), remeasure=args.remeasure)
+        profile = with_host_rates(profile, rates)
+        console.print(
+            f"floor from this host: {rates.gemm_gflops:.0f} GFLOP/s fp32 GEMM, {rates.memory_gbs:.1f} GB/s copy "
+            f"({rates.threads} threads, measured {rates.measured_at}; {cache})"
+        )
     label = manifest.precision_label if manifest is not None else dtype
     with console.status(f"building {config.name} ({engine_name}, {label}) on {device}"):
         engine = make_engine(
@@ -169,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         )
     with progress("vlash bench: runs", settings.warmup + settings.iters, transient=True) as update:
         report = run_bench(engine, settings, progress=lambda i, n: update(i), profile=profile)
+    report.host_rates = asdict(rates) if rates is not None else {}
     gate = manifest.quant_gate if manifest is not None else None
     report.gate = gate.describe() if gate is not None else ""
     if args.json:

@@ -1,0 +1,58 @@
+"""`vlash bench` on a CPU: the flags the user gave choose the engine, and the floor comes from this host's measured
+rates (or the profile's with --profile-rates)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import vlash.cli.bench_cmd as bench_cmd
+from vlash.bench import BenchSettings, roofline_ms
+from vlash.cli.main import main
+from vlash.devices import load_profile
+from vlash.devices.host_rates import HostRates, with_host_rates
+from vlash.errors import ConfigError
+from vlash.policies.pi05 import load_preset
+
+RATES = HostRates(120.0, 9.0, 1, "test cpu", "test torch", "2026-01-01T00:00:00+00:00")
+
+
+@pytest.fixture
+def host(monkeypatch):
+    monkeypatch.setattr(bench_cmd, "cached_host_rates", lambda threads, remeasure=False: (RATES, "cache.json"))
+
+
+@pytest.mark.parametrize(
+    ("flags", "engine"),
+    [([], "onnxruntime"), (["--compile", "default"], "torch"), (["--engine", "torch"], "torch")],
+)
+def test_compile_without_an_engine_means_torch_and_the_profile_sets_the_rest(monkeypatch, capsys, host, flags, engine):
+    built = {}
+
+    def capture(config, engine_name, dtype, device, **kwargs):
+        built.update(engine=engine_name, compile=kwargs["compile_mode"])
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(bench_cmd, "make_engine", capture)
+    assert main(["bench", "--policy", "pi05-tiny", "--device", "cpu", *flags]) == 2
+    assert built["engine"] == engine and built["compile"] == ("default" if "--compile" in flags else None)
+    assert "floor from this host: 120 GFLOP/s fp32 GEMM, 9.0 GB/s copy" in capsys.readouterr().out
+
+
+def test_the_cpu_floor_uses_the_host_rates_unless_the_profile_rates_are_asked_for(capsys, host):
+    args = ["bench", "--policy", "pi05-tiny", "--device", "cpu", "--engine", "torch", "--steps", "2", "--iters", "1"]
+    args += ["--warmup", "0", "--json"]
+    settings = BenchSettings(schedule="constant", steps=2, iters=1, warmup=0, batch=1)
+    config, cpu = load_preset("pi05-tiny"), load_profile("cpu")
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["host_rates"]["gemm_gflops"] == 120.0 and report["profile"] == "cpu (measured host)"
+    want = roofline_ms(config, with_host_rates(cpu, RATES), "fp32", settings)
+    assert report["summary"]["chunk_ms"]["floor"] == pytest.approx(want["chunk_ms"])
+    assert main([*args, "--profile-rates"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["host_rates"] == {} and report["profile"] == "cpu"
+    assert report["summary"]["chunk_ms"]["floor"] == pytest.approx(
+        roofline_ms(config, cpu, "fp32", settings)["chunk_ms"]
+    )
