@@ -42,10 +42,6 @@ class HostRates:
     torch: str  # torch version (its BLAS sets the GEMM rate)
     measured_at: str  # UTC, ISO 8601
 
-    @property
-    def key(self) -> str:
-        return cache_key(self.cpu, self.threads, self.torch)
-
 
 def cache_key(cpu: str, threads: int, torch_version: str) -> str:
     return f"{cpu} | threads={threads} | torch={torch_version}"
