@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     from vlash.engines import create_engine
     from vlash.policies.policy_dir import load_policy
     from vlash.policies.policy_source import resolve_policy
-    from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
+    from vlash.runtime.loading import example_request
+    from vlash.runtime.policy_runtime import PolicyRuntime
 
     torch.set_num_threads(args.threads)
     source = resolve_policy(args.policy)
@@ -38,15 +39,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--policy {args.policy!r} is {source.describe()}; give a shipped policy or a directory")
     policy = load_policy(source.path)
     runtime = PolicyRuntime(policy, create_engine("torch", model=policy.model), schedule="horizon-aware")
-    camera, j = runtime.config.camera_names[0], runtime.action_dims
-    image = np.random.default_rng(0).integers(0, 256, (96, 96, 3), dtype=np.uint8)
-    base = ChunkRequest({camera: image}, np.zeros(runtime.state_dims, np.float32), "reach the red target",
-                        prefix=np.zeros((args.prefix, j), np.float32), seed=1)  # fmt: skip
+    prefix = np.zeros((args.prefix, runtime.action_dims), np.float32)
+    base = replace(example_request(runtime, seed=1), prompt="reach the red target", prefix=prefix)
     settings = [None, *(int(s) for s in args.horizons.split(",") if s)]
     requests = {s: base if s is None else replace(base, execution_horizon=s) for s in settings}
-    full = runtime.run(base)
     times: dict = {s: [] for s in settings}
     results = {s: runtime.run(r) for s, r in requests.items()}  # warm-up, and the rows to compare
+    full = results[None]
     for _ in range(args.repeats):
         for s, request in requests.items():
             times[s].append(runtime.run(request).timing_ms["total_ms"])
