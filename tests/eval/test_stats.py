@@ -8,7 +8,7 @@ import pytest
 
 from tests.eval.fake_env import RampEnv, run_ramp
 from vlash.eval.episode import EpisodeTrace
-from vlash.eval.metrics import EpisodeMetrics, aggregate, episode_metrics
+from vlash.eval.metrics import EpisodeMetrics, aggregate, episode_metrics, mean_squared_jerk
 from vlash.eval.stats import bootstrap_mean, paired_ratio, wilson_interval
 
 
@@ -73,7 +73,8 @@ def test_completion_counts_every_episode_with_failures_at_the_time_limit():
 def test_metrics_of_a_trace():
     trace, _ = run_ramp("vlash", delay=2)
     m = episode_metrics(trace, RampEnv().forward_kinematics)
-    assert m.jerk >= 0 and m.requests == trace.requests >= len(trace.switch_steps) >= m.requests - 1
+    assert m.jerk > 0 and m.jerk == pytest.approx(mean_squared_jerk(np.array(trace.commands), trace.dt))
+    assert m.requests == trace.requests >= len(trace.switch_steps) >= m.requests - 1
     assert m.hold_fraction == pytest.approx(2 / trace.steps) and m.missed_steps == 0
     summary = aggregate([m])
     assert summary["missed_steps"] == 0 and summary["n"] == 1 and summary["completion_ci95"] == [m.completion_s] * 2

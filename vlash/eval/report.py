@@ -98,7 +98,7 @@ def plot_summary(summary: dict, path: str | Path) -> Path:
         ax_r.set(ylabel="mean completion time (s)", title=f"{s['task']}: time to success (failures count the limit)")
     ax_r.set(xlabel="inference delay d (control steps)")
     if not ax_r.lines:
-        ax_r.text(0.5, 0.5, "no successful episodes", ha="center", va="center", transform=ax_r.transAxes)
+        ax_r.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax_r.transAxes)
     for ax in (ax_s, ax_r):
         ax.grid(alpha=0.3)
     ax_s.legend(fontsize=8)
