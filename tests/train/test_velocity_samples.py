@@ -8,7 +8,7 @@ import numpy as np
 
 from robot_io.executors.chunk import RunningChunk
 from tests.train.synthetic import ramp_episode
-from vlash.train.samples import FrameTable, SampleSpec, build_sample, chunk_motion
+from vlash.train.samples import FrameTable, SampleSpec, build_sample
 
 H = 10
 DT = 1 / 30
@@ -82,12 +82,3 @@ def test_a_velocity_label_moves_when_its_integral_does():
     assert moving.tolist() == list(range(31 - H + 1, 39))
     # read as targets, only labels holding both 0 and 1 would move: a constant velocity is not standing still
     assert FrameTable([episode]).moving_frames(H).tolist() == list(range(30 - H + 1, 30))
-
-
-def test_chunk_motion_is_where_the_real_labels_take_the_arm():
-    targets = np.arange(2 * 5 * 2, dtype=np.float32).reshape(2, 5, 2)
-    real = np.array([[True] * 5, [True, True, True, False, False]])
-    states = np.full((2, 2), 1.0, np.float32)
-    np.testing.assert_allclose(chunk_motion(targets, real, states, None), [targets[0, 4] - 1, targets[1, 2] - 1])
-    velocity = chunk_motion(targets, real, states, DT)  # the state does not enter: the motion is the integral
-    np.testing.assert_allclose(velocity, [DT * targets[0].sum(0), DT * targets[1, :3].sum(0)], rtol=1e-6)

@@ -11,6 +11,7 @@ pytest.importorskip("robot_io.sim")
 
 from robot_io.executors import ExecutorConfig  # noqa: E402
 from robot_io.sim import load_sim_settings, make_env  # noqa: E402
+from robot_io.sim.kinematics import forward  # noqa: E402
 from vlash.cli.main import main, parse_args  # noqa: E402
 from vlash.cli.train_cmd import config_from_args  # noqa: E402
 from vlash.eval.episode import EpisodeRunner  # noqa: E402
@@ -98,11 +99,17 @@ def test_velocity_episodes_in_task_space_are_end_effector_velocities_along_each_
     space = trainer.simulator_task_space(settings)
     assert space.kind == "planar_arm_velocity" and space.control_dt == settings.arm.control_dt
     moved = in_task_space(e, space)
-    np.testing.assert_allclose(moved.states, space.to_model(e.states))
+    links, dt = settings.arm.link_lengths, settings.arm.control_dt
+    np.testing.assert_allclose(moved.states, forward(e.states, links), rtol=1e-6, atol=1e-6)  # end-effector positions
     t = 3  # approaching: each frame's plan runs from that frame's state
-    np.testing.assert_allclose(moved.plans[t], space.actions_to_model(e.plans[t], e.states[t]), atol=1e-6)
+    # integrated from the state's end effector, the model's plan reaches the end effector of the joint path
+    ee_path = forward(e.states[t] + dt * np.cumsum(e.plans[t], axis=0), links)
+    np.testing.assert_allclose(forward(e.states[t], links) + dt * np.cumsum(moved.plans[t], axis=0), ee_path, atol=1e-5)
     np.testing.assert_allclose(space.to_robot(moved.plans[t], e.states[t]), e.plans[t], atol=1e-4)
-    np.testing.assert_allclose(moved.actions[t], space.actions_to_model(e.actions[t][None], e.states[t])[0], atol=1e-6)
+    ee_step = forward(e.states[t] + dt * e.actions[t], links)  # and so does each frame's action, one step
+    np.testing.assert_allclose(forward(e.states[t], links) + dt * moved.actions[t], ee_step, atol=1e-5)
+    # the tail runs from the state after the last action
+    np.testing.assert_allclose(space.to_robot(moved.tail, e.states[-1] + dt * e.actions[-1]), e.tail, atol=1e-4)
     assert moved.tail.shape == e.tail.shape and np.abs(moved.plans[t]).max() > 0.5  # world units / s, moving
 
 
@@ -144,7 +151,6 @@ def test_a_velocity_run_records_in_its_settings_and_says_so(tmp_path, capsys, mo
     args = ["train", "--policy", MICRO, "--tasks", "hold", "--episodes", "2", "--steps", "2", "--batch", "4"]
     args += ["--image-size", "32", "--dataset", str(data), "--out", str(out), "--quiet", "--json"]
     velocity = [*args, "--sim-config", "velocity-load", "--vision-aux-weight", "1"]  # its labels replay the episodes
-    velocity += ["--motion-aux-weight", "1"]
     monkeypatch.setattr("sys.argv", ["vlash", *velocity])  # the command config.yaml records
     assert main(velocity) == 0, capsys.readouterr().err
     want = load_sim_settings(VELOCITY_LOAD, ["image_size=32"]).to_dict()
@@ -153,7 +159,7 @@ def test_a_velocity_run_records_in_its_settings_and_says_so(tmp_path, capsys, mo
     assert policy.metadata["sim"] == want and policy.metadata["config"]["sim"] == want
     assert "--sim-config velocity-load" in policy.metadata["command"]
     assert policy.metadata["config"]["relative_actions"] is False and policy.processor.relative_mask is None
-    assert policy.metadata["motion_aux_loss"] > 0 and policy.metadata["vision_aux_loss"] > 0
+    assert policy.metadata["vision_aux_loss"] > 0
     action_norm = policy.processor.normalizer.feature("action")
     assert action_norm.mode == "MEAN_STD" and action_norm.stats["max"].max() > 2.0  # rad/s: the expert's up to 2.7
     episodes = load_episodes(data)

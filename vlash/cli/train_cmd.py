@@ -33,7 +33,6 @@ AUX_FLAGS = (
     ("target_aux_weight", float, "weight of the task-target (x, y) regression from the VLM; 0: off"),
     ("expert_target_aux_weight", float, "weight of the same regression from the action expert's residual; 0: off"),
     ("named_patch_weight", float, "weight of the VLM image tokens' classification of the named target's patch; 0: off"),
-    ("motion_aux_weight", float, "weight of the regression of each chunk's motion from the expert's residual; 0: off"),
     ("target_aux_layer", int, "VLM layer whose input the target head reads (default: the last)"),
     ("expert_target_aux_layer", int, "expert layer whose input its target head reads (default: the final norm's)"),
     ("grounding_steps", int, "first N of --steps train the aux heads only (vision + VLM, no expert); all: a VLM base"),

@@ -1,7 +1,6 @@
 """Training-only heads on the policy's streams (`Auxiliaries`), not part of the policy: what they read and their losses.
 
-The heads themselves (and the labels replayed from the simulator) are in `vlash.train.vision_aux`; the chunk
-motion label of a sample is `vlash.train.samples.chunk_motion`.
+The heads themselves (and the labels replayed from the simulator) are in `vlash.train.vision_aux`.
 """
 
 from __future__ import annotations
@@ -23,15 +22,12 @@ from vlash.train.vision_aux import (
     palette,
 )
 
-EXPERT_HEADS = ("expert_target", "motion")  # heads on the action expert's residual stream (not on the prefix)
-
 
 class Auxiliaries:
     """Training-only heads (train.vision_aux), not part of the policy: per-patch item labels on the vision
     tower's camera-0 tokens, and where in its patch each item is; the task's target (x, y) from the VLM stream
     entering one of its layers at the last prompt token, and which image token holds it from the same stream;
-    and from the expert's residual at every action token the same target and the chunk's motion (where its
-    labels take the arm from the given state: `samples.chunk_motion`)."""
+    and the same target from the expert's residual at every action token."""
 
     def __init__(
         self,
@@ -39,12 +35,11 @@ class Auxiliaries:
         weights: Mapping[str, float],
         target_layer: int | None = None,
         expert_target_layer: int | None = None,
-        motion_dims: int = 2,
     ) -> None:
         """`weights`: each head's loss weight by name (config.AUX_WEIGHTS; missing or 0: off). `target_layer`: the
         VLM layer whose input stream the target and named-patch heads read (None: the last layer);
-        `expert_target_layer`: the expert layer whose input stream the expert heads read (None: the stream
-        entering the expert's final norm). `motion_dims`: the action dims the motion head regresses."""
+        `expert_target_layer`: the expert layer whose input stream the expert head reads (None: the stream
+        entering the expert's final norm)."""
         cfg = model.config
         for name, layer, depth in (
             ("target", target_layer, cfg.vlm.depth),
@@ -71,13 +66,10 @@ class Auxiliaries:
             self.heads["named_patch"] = NamedPatchHead(cfg.vlm.width)
         if "expert_target" in on:
             self.heads["expert_target"] = TargetHead(cfg.expert.width)
-        if "motion" in on:
-            self.heads["motion"] = TargetHead(cfg.expert.width, outputs=motion_dims)
-        if any(head in on for head in EXPERT_HEADS):
             where = model.expert.norm if expert_target_layer is None else model.expert.layers[expert_target_layer]
             if expert_target_layer is not None:
                 where = where.input_layernorm  # called with the stream entering that layer
-            self.taps["expert"] = FeatureTap(where, first_input=True)
+            self.taps["expert_target"] = FeatureTap(where, first_input=True)
         self.cameras, self.patches = cfg.num_cameras, cfg.vision.num_patches
         self.image_tokens = cfg.num_cameras * self.patches
         layer = cfg.vlm.depth - 1 if target_layer is None else target_layer  # see TargetHead
@@ -101,15 +93,11 @@ class Auxiliaries:
         if prefix_out is not None and "named_patch" in self.heads:
             camera0 = prefix_out[:, : self.patches]
             out["named_patch"] = self.heads["named_patch"].loss(camera0, batch.target_patch, batch.has_target)
-        if expert_ran and "expert" in self.taps:
-            stream = self.taps["expert"].take()
-            if "expert_target" in self.heads:
-                out["expert_target"] = self.heads["expert_target"].loss_all_tokens(
-                    stream, batch.target_xy, batch.has_target
-                )
-            if "motion" in self.heads:
-                every = torch.ones(len(batch.motion), dtype=torch.bool)
-                out["motion"] = self.heads["motion"].loss_all_tokens(stream, batch.motion, every)
+        if expert_ran and "expert_target" in self.taps:
+            stream = self.taps["expert_target"].take()
+            out["expert_target"] = self.heads["expert_target"].loss_all_tokens(
+                stream, batch.target_xy, batch.has_target
+            )
         return out
 
     def total(self, losses: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -26,7 +26,6 @@ AUX_WEIGHTS = {
     "target": "target_aux_weight",
     "expert_target": "expert_target_aux_weight",
     "named_patch": "named_patch_weight",
-    "motion": "motion_aux_weight",
 }
 
 
@@ -86,10 +85,6 @@ class TrainConfig:
     # weight of the classification of which image token holds the task's target, from the VLM stream the target
     # head reads (image tokens see the instruction); 0: off
     named_patch_weight: float = 0.0
-    # weight of the regression of each sample's chunk motion (where its labels take the arm from the given state:
-    # the last target - the state, or dt * the sum of its velocities; samples.chunk_motion) from the expert's
-    # residual at every action token (the stream expert_target_aux_layer names); 0: off
-    motion_aux_weight: float = 0.0
     target_aux_layer: int | None = None  # VLM layer whose input the target head reads; None: the last layer
     expert_target_aux_layer: int | None = None  # expert layer whose input its head reads; None: the final norm's
     # the first this many of `steps` train the auxiliary heads only (vision tower + VLM on a prefix-only pass,
@@ -158,7 +153,7 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be >= 0, got {value!r}")
         if self.grounding_steps > self.steps:
             raise ConfigError(f"grounding_steps must be <= steps ({self.steps}), got {self.grounding_steps}")
-        prefix_heads = [field for head, field in AUX_WEIGHTS.items() if head not in ("expert_target", "motion")]
+        prefix_heads = [field for head, field in AUX_WEIGHTS.items() if head != "expert_target"]
         if self.grounding_steps and not any(getattr(self, field) > 0 for field in prefix_heads):
             raise ConfigError(f"grounding_steps trains the auxiliary heads only; set one of {', '.join(prefix_heads)}")
         if not (math.isfinite(self.pad_loss_weight) and self.pad_loss_weight >= 0):

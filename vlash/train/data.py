@@ -27,7 +27,7 @@ from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
 from vlash.train.episodes import Episode
 from vlash.train.errors import TrainError
 from vlash.train.progress import progress_bar
-from vlash.train.samples import FrameTable, SampleBatch, SampleSpec, chunk_motion
+from vlash.train.samples import FrameTable, SampleBatch, SampleSpec
 from vlash.train.stats import ACTION_KEY, STATE_KEY
 from vlash.train.vision_aux import ReplayLabels
 
@@ -46,7 +46,6 @@ class TrainBatch:
     target_xy: Tensor | None = None  # float32 [B, 2] the task's current target at the image frame
     has_target: Tensor | None = None  # bool [B]
     target_patch: Tensor | None = None  # int64 [B] the vision patch of camera 0 that target is in
-    motion: Tensor | None = None  # float32 [B, J] where each chunk's labels take the arm (samples.chunk_motion)
 
 
 def model_images(episodes: Sequence[Episode], size: int, progress: bool = True) -> np.ndarray:
@@ -142,9 +141,6 @@ class TrainingData:
             loss_mask=torch.from_numpy(batch.loss_mask),
             prefix_len=torch.from_numpy(batch.prefix_len),
             use_has=torch.from_numpy(batch.use_has),
-            motion=torch.from_numpy(
-                chunk_motion(batch.targets, batch.action_mask, batch.states, self.spec.velocity_dt)
-            ),
             **self._label_tensors(batch.frames),
         )
 

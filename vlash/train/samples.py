@@ -158,17 +158,6 @@ def padded_labels(labels: np.ndarray, index: np.ndarray, velocity_dt: float | No
     return targets, real
 
 
-def chunk_motion(targets: np.ndarray, real: np.ndarray, states: np.ndarray, velocity_dt: float | None) -> np.ndarray:
-    """float32 [..., J]: where each chunk's real labels take the arm from its state (targets [..., H, J], real
-    [..., H], states [..., J]): the last real target - the state, or velocity_dt * the sum of the real
-    velocities (the motion head's label, trainer.Auxiliaries)."""
-    if velocity_dt is not None:
-        return (velocity_dt * (targets * real[..., None]).sum(axis=-2)).astype(np.float32)
-    last = np.maximum(real.sum(axis=-1) - 1, 0)  # real labels come first, padding after
-    final = np.take_along_axis(targets, last[..., None, None], axis=-2)[..., 0, :]
-    return (final - states).astype(np.float32)
-
-
 def _from_plan(episode: Episode, t: int, delta: int, spec: SampleSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(state, targets [H, J], action mask [H]) of frame `t` at offset `delta` from the expert's plan at `t`."""
     plan = episode.plans[t]

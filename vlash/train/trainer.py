@@ -142,9 +142,7 @@ def run_steps(
     weights = model if ema is None else ema.module
     aux = None
     if config.uses_auxiliaries:
-        aux = Auxiliaries(
-            model, config.aux_weights, config.target_aux_layer, config.expert_target_aux_layer, data.state_dims
-        )
+        aux = Auxiliaries(model, config.aux_weights, config.target_aux_layer, config.expert_target_aux_layer)
     opt, schedule = make_optimizer(model, config, aux.heads if aux is not None else None)
     params = [p for group in opt.param_groups for p in group["params"]]
     probe = None

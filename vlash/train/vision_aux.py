@@ -64,13 +64,13 @@ class ReplayLabels:
     target_patch: np.ndarray  # int64 [T]: the patch that target's centre is in (patch_cell), 0 if none
 
 
-def replay_labels(episode: Episode, side: int, env=None, settings: SimSettings | None = None) -> ReplayLabels:
-    """Replay `episode` (reset with its seed, step its actions) in `env` or one built with the `settings` it was
-    recorded in (None: the defaults), and label every frame."""
+def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
+    """Replay `episode` (reset with its seed, step its actions) in `env` (None: one with the default simulator
+    settings), and label every frame."""
     from robot_io.sim import make_env
 
     colors = {rgb: i for i, rgb in enumerate(palette())}
-    env = env or make_env(episode.task, settings=settings, image_size=episode.images.shape[1])
+    env = env or make_env(episode.task, image_size=episode.images.shape[1])
     obs, _ = env.reset(seed=episode.seed)
     patches = np.zeros((len(episode), side * side, len(colors)), dtype=bool)
     offsets = np.zeros((*patches.shape, 2), np.float32)
@@ -154,11 +154,10 @@ class TargetHead(nn.Module):
     expert's image_gain stayed 0).
     """
 
-    def __init__(self, width: int, outputs: int = 2) -> None:
-        """`outputs`: the values regressed (2: the target's (x, y); the motion head: one per action dim)."""
+    def __init__(self, width: int) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(width)
-        self.proj = nn.Linear(width, outputs)
+        self.proj = nn.Linear(width, 2)
 
     def loss(self, prefix_out: Tensor, last: Tensor, target: Tensor, has_target: Tensor) -> Tensor:
         """Mean squared error [world units^2] over the samples that have a target; prefix_out [B, P, W]."""
