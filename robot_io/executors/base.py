@@ -192,7 +192,7 @@ class ChunkExecutor(ReplyHandling):
 
     def _launch(self, step: int, observation: dict, now: int) -> None:
         meta, q = self._meta(), self.config.quantization
-        state = self._sent_state(step, np.asarray(observation["state"], np.float32))
+        state = self._sent_state(np.asarray(observation["state"], np.float32))
         d = self._launch_delay()
         plan = self._first_plan(step) if self.current is None else self._plan(step, state, d)
         if plan is None:
@@ -235,11 +235,11 @@ class ChunkExecutor(ReplyHandling):
             return
         self.pending = req
 
-    def _sent_state(self, step: int, observed: np.ndarray) -> np.ndarray:
+    def _sent_state(self, observed: np.ndarray) -> np.ndarray:
         """The state a request carries: observed, or with state_source "commanded" the last command (absolute actions)
-        in the action's entries. The future-state mode rolls its own forward from the observed state."""
+        in the action's entries."""
         last = self._last_command
-        if self.config.state_source != "commanded" or last is None or self.mode == "vlash":
+        if self.config.state_source != "commanded" or last is None:
             return observed
         state = observed.copy()
         state[slice(None) if self.state_index is None else self.state_index] = last

@@ -122,8 +122,12 @@ class PendingRequest:
     actions: np.ndarray  # [H, J]
     final: np.ndarray  # [H] bool
     align: bool  # a late switch runs the index aligned with time (async); False: index 0 on arrival (sync)
-    complete: bool = False  # the final message arrived
     rows: int | None = None  # leading rows the final message said the chunk has (H, or fewer after an early stop)
+
+    @property
+    def complete(self) -> bool:
+        """The final message arrived."""
+        return self.rows is not None
 
     @property
     def chunk_id(self) -> int:

@@ -78,13 +78,13 @@ class ReplyHandling:
         req.actions[message.start : message.start + len(actions)] = actions
         req.final[message.start : message.start + len(actions)] = True
         rec, age_ms = req.record, (arrival_ns - req.request_ns) / 1e6
-        req.complete = req.complete or bool(message.final)
+        if message.final:  # completes the request (before the ready check below, which may ask `complete`)
+            req.rows = message.start + len(actions)  # a final message carries rows [0, m)
         if rec.ready_ms is None and self._ready(req):
             rec.ready_ms = age_ms
             if self._measures_ready():
                 self.delay.add(age_ms / 1e3)
         if message.final:
-            req.rows = message.start + len(actions)  # a final message carries rows [0, m)
             if req is self._streaming and self.current is not None:
                 self.current.rows = req.rows
             rec.latency_ms = self.last_latency_ms = age_ms

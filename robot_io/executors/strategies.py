@@ -61,6 +61,10 @@ class NaiveExecutor(ChunkExecutor):
 class VlashExecutor(ChunkExecutor):
     mode = "vlash"
 
+    def _sent_state(self, observed: np.ndarray) -> np.ndarray:
+        """Always the observed state: the future state is rolled forward from it (state_source does not apply)."""
+        return observed
+
     def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
         idx = self.state_index  # the action's joints within a longer state: roll those, keep the other entries
         future = self.current.future_state(step, step + d, state if idx is None else state[idx])
@@ -91,11 +95,12 @@ class RtcExecutor(NaiveExecutor):
 
     def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
         cur = self.current
-        start = cur.index_at(step)
-        leftover = cur.window(step, cur.length - start) if start < cur.length else None
-        if start < cur.length and leftover is None:
-            return None  # the leftover has not all arrived yet
-        infer = {} if leftover is None else dict(guidance=leftover, schedule="constant")
+        start, infer = cur.index_at(step), {}
+        if start < cur.length:
+            leftover = cur.window(step, cur.length - start)
+            if leftover is None:
+                return None  # the leftover has not all arrived yet
+            infer = dict(guidance=leftover, schedule="constant")
         return self._aligned(step, d, infer)
 
 

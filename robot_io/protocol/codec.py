@@ -346,7 +346,7 @@ def _build_actions(body: dict, arrays: dict[str, np.ndarray]) -> Actions:
         raise bad_value(f"actions[{start}:{start + n}] exceed chunk_length {length}")
     # A final message carries rows [0, m): the whole chunk (m = H), or fewer rows when a horizon-aware request with an
     # execution horizon stopped sampling once the rows the robot runs were final (docs/PROTOCOL.md, ACTIONS).
-    if body["final"] and (start != 0 or not 1 <= n <= length):
+    if body["final"] and (start != 0 or n == 0):  # start 0: n <= length holds (checked above)
         raise bad_value(f"a final ACTIONS must carry rows [0, m) with 1 <= m <= {length}, got start={start}, n={n}")
     if not body["final"] and n == 0:
         raise bad_value("a partial ACTIONS must carry at least one action")

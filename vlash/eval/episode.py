@@ -72,11 +72,10 @@ class EpisodeRunner:
         trace = EpisodeTrace(self.task, seed, config.mode, timing.delay, env.dt, self.interface)
         trace.max_steps = env.max_steps
         trace.reset_events = list(reset_info.get("events", ()))
-        sent: list[np.ndarray] = []
 
         def commanded(step: int) -> np.ndarray | None:  # the oracle's privileged view of the robot's commands
-            if 0 <= step < len(sent):
-                return sent[step]
+            if 0 <= step < len(trace.commands):
+                return trace.commands[step]
             cur = executor.current
             return None if step < 0 or cur is None else cur.command(step)
 
@@ -85,22 +84,17 @@ class EpisodeRunner:
                                 latency_s=timing.delay * period_ns / 1e9)  # fmt: skip
         executor = make_executor(link, config, env.dt, clock)
         executor.start()
-        safety = Safety(SafetyConfig(action_kind="absolute" if config.action_kind == "absolute" else "delta"),
-                        len(env.action_space.low))  # fmt: skip
+        safety = Safety(SafetyConfig(action_kind=config.action_kind), len(env.action_space.low))
         for k in range(env.max_steps):
             clock.sleep_until(k * period_ns)
             state = np.asarray(obs["state"], np.float32)
             observation = {"state": state, "images": {policy.camera: obs["image"]}, "prompt": env.instruction}
-            missed_before = executor.counts["starved_steps"]
             action = executor.tick(k, observation)
-            command, held = safety.filter(action, state, expected=executor.waiting)
-            trace.hold_steps += held
-            trace.missed_steps += executor.counts["starved_steps"] - missed_before
+            command, _ = safety.filter(action, state, expected=executor.waiting)
             cur = executor.current
             trace.plan_steps.append(-1 if cur is None else self._request_step(executor, cur.chunk_id))
             trace.states.append(state.copy())
             trace.commands.append(command)
-            sent.append(command)
             obs, _, terminated, truncated, info = env.step(command)
             trace.infos.append(info)
             trace.steps = k + 1
@@ -108,6 +102,7 @@ class EpisodeRunner:
             if terminated or truncated:
                 break
         executor.finish()
+        trace.hold_steps, trace.missed_steps = safety.fallbacks, executor.counts["starved_steps"]  # fresh per episode
         trace.switch_steps = sorted(r.switch_step for r in executor.records if r.switch_step is not None)
         trace.requests = executor.counts["requests"]
         return trace
