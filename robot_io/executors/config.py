@@ -90,7 +90,7 @@ class ExecutorConfig:
         (the next one would arrive after the running one ran out); faster waits only for its first rows and asks
         for s + d rows, so it re-plans as often as its wait allows; ensemble: d * q < H."""
         if self.mode == "ensemble":
-            return chunk_length // self.quantization - 1
+            return (chunk_length - 1) // self.quantization
         fit = chunk_length // self.quantization - self.execution_horizon
         return fit if self.mode in ("sync", "faster") else min(self.execution_horizon, fit)
 

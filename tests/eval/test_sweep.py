@@ -13,7 +13,16 @@ from vlash.errors import CheckpointError, ConfigError
 from vlash.eval import sweep
 from vlash.eval.link import LinkTiming
 from vlash.eval.policies import OraclePolicy
-from vlash.eval.sweep import ORACLE, SEED_SPLITS, SweepConfig, SweepWorkerError, check_sweep, jobs_for, run_sweep
+from vlash.eval.sweep import (
+    ORACLE,
+    SEED_SPLITS,
+    SweepConfig,
+    SweepWorkerError,
+    check_cell,
+    check_sweep,
+    jobs_for,
+    run_sweep,
+)
 from vlash.policies.shipped import available_shipped, shipped_policy_dir
 
 pytestmark = pytest.mark.sim
@@ -127,3 +136,16 @@ def test_a_worker_that_dies_is_one_line(monkeypatch):
     monkeypatch.setattr(sweep, "ProcessPoolExecutor", DeadPool)
     with pytest.raises(SweepWorkerError, match="a worker process died .* --workers 1"):
         run_sweep(config())
+
+
+@pytest.mark.parametrize("quantization", [1, 2, 3])
+@pytest.mark.parametrize("mode", ["naive", "vlash", "prefix", "rtc", "ensemble"])
+def test_the_sweep_accepts_exactly_the_delays_the_executor_plans_with(mode, quantization):
+    executor, horizon = ExecutorConfig(mode=mode, execution_horizon=5, quantization=quantization), 50
+    bound = executor.max_delay(horizon)  # what the robot's delay estimate is clamped to
+    for delay in range(0, 60):
+        if delay <= bound:
+            check_cell(executor, delay, horizon)
+        else:
+            with pytest.raises(ConfigError):
+                check_cell(executor, delay, horizon)
