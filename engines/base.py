@@ -33,6 +33,12 @@ class Engine(ABC):
     def denoise_step(self, x_t: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
         """Velocity [B, H, A] for noisy actions x_t [B, H, A] (fp32) at per-token times tau [B, H]."""
 
+    @property
+    def max_batch(self) -> int | None:
+        """Rows one prefill / denoise step may carry: None = any; an engine of static shapes: its batch (a smaller
+        batch is padded up to it by the caller)."""
+        return None
+
     def synchronize(self) -> None:
         """Wait for queued device work (so wall-clock timings are honest)."""
         if self.device.type == "cuda":

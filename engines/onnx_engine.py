@@ -114,6 +114,11 @@ class OnnxRuntimeEngine(Engine):
         self._denoise.run_with_iobinding(binding)
         return velocity
 
+    @property
+    def max_batch(self) -> int:
+        """The artifact's static batch: every call carries exactly this many rows."""
+        return self.manifest.batch
+
     def warmup(self, batch_size: int | None = None, steps: int = 2) -> None:
         super().warmup(batch_size=self.manifest.batch, steps=steps)  # shapes are fixed at export
 

@@ -127,6 +127,11 @@ class TensorRTEngine(Engine):
         self.stream.synchronize()
         return self._static[DENOISE_OUTPUTS[0]].float().clone()
 
+    @property
+    def max_batch(self) -> int:
+        """The artifact's static batch: every call carries exactly this many rows."""
+        return self.manifest.batch
+
     def warmup(self, batch_size: int | None = None, steps: int = 2) -> None:
         super().warmup(batch_size=self.manifest.batch, steps=steps)
 

@@ -1,4 +1,4 @@
-"""One request -> a stream of final actions: preprocess, engine prefill, flow sampling, postprocess.
+"""Requests -> streams of final actions: preprocess, engine prefill, flow sampling, postprocess.
 
 Shared by the policy server and the evaluation harness (`vlash.eval.policies.ModelPolicy`), so both turn a
 request into a chunk the same way. Actions cross this boundary in absolute robot units; a committed prefix
@@ -12,6 +12,10 @@ Usage:
         send(piece)
     result = stream.result    # ChunkResult: the chunk (rows [0, final_rows) final) + timing breakdown
 
+Several requests run as one batched prefill and one batched denoise loop (`stream_batch` / `run_batch`; each keeps
+its own prompt, images, prefix, schedule, guidance, early stop and seed, and gets the chunk it would get alone, to
+fp32 rounding); `stream` is that path with one request (vlash.runtime.batch).
+
 Horizon-aware early stop: a horizon-aware request that carries `execution_horizon` s stops sampling once indices
 [0, len(prefix) + s) are final (the robot runs no more of this chunk before the next one takes over), which frees
 the engine sooner; its result then has fewer than H final rows.
@@ -20,8 +24,8 @@ the engine sooner; its result then has fewer than H final rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -32,7 +36,28 @@ from vlash.errors import ShapeError
 from vlash.generator_run import GeneratorRun
 from vlash.policies.pi05.processor import Observation
 from vlash.policies.policy_dir import LoadedPolicy
+from vlash.runtime.batch import (
+    BatchPiece,
+    BatchStream,
+    ChunkPiece,
+    ChunkResult,
+    PreparedRow,
+    StageHook,
+    run_rows,
+)
 from vlash.sampling import FlowSampler, GuidanceConfig, SamplerConfig, Schedule
+
+__all__ = [
+    "BatchPiece",
+    "BatchStream",
+    "ChunkPiece",
+    "ChunkRequest",
+    "ChunkResult",
+    "ChunkStream",
+    "PolicyRuntime",
+    "StageHook",
+    "rows_needed",
+]
 
 
 @dataclass(frozen=True)
@@ -77,36 +102,8 @@ class ChunkRequest:
         )
 
 
-@dataclass(frozen=True)
-class ChunkPiece:
-    """Actions [start, start + len(actions)) of the chunk, final after denoise step `step` (0-based)."""
-
-    start: int
-    actions: np.ndarray  # fp32 [n, J] absolute robot units
-    step: int
-
-
-@dataclass(frozen=True)
-class ChunkResult:
-    """A finished request. Rows [0, final_rows) of `actions` are the chunk; rows past them were never sampled
-    (an early stop, see ChunkRequest.execution_horizon) and hold NaN."""
-
-    actions: np.ndarray  # fp32 [H, J] absolute robot units (prefix bit-exact); rows >= final_rows are NaN
-    final_at_step: np.ndarray  # int64 [H]: step after which each index was final (-2: prefix, -1: never)
-    num_steps: int  # denoise steps run (fewer than the runtime's num_steps after an early stop)
-    final_rows: int  # m: leading rows that are final (prefix included), >= rows_needed(request); H without early stop
-    seed: int  # the noise seed used
-    timing_ms: dict[str, float]  # preprocess_ms, prefill_ms, postprocess_ms, first_action_ms, total_ms
-    step_ms: list[float] = field(default_factory=list)  # per denoise step (device-synchronized)
-
-
 class ChunkStream(GeneratorRun[ChunkPiece, ChunkResult]):
     """An in-progress request: iterate for `ChunkPiece`s, then read `result`."""
-
-
-# Called before prefill ("prefill") and before every denoise step ("step"): the server's hook for
-# cancelling a superseded request and for emulating a slower device. It may raise to abort the request.
-StageHook = Callable[[str], None]
 
 
 class PolicyRuntime:
@@ -144,13 +141,84 @@ class PolicyRuntime:
         feature_dim = self.processor.normalizer.feature(self.processor.state_key).dim
         return feature_dim if feature_dim is not None else self.action_dims
 
+    @property
+    def max_batch(self) -> int | None:
+        """Rows one batched call may carry: None = any (torch); an engine of static batch (an onnxruntime or
+        tensorrt export) -> its batch."""
+        return self.engine.max_batch
+
     def run(self, request: ChunkRequest, hook: StageHook | None = None) -> ChunkResult:
         """The whole chunk (see `stream`)."""
         return self.stream(request, hook).drain()
 
     def stream(self, request: ChunkRequest, hook: StageHook | None = None) -> ChunkStream:
-        """A lazy stream of the request's final actions; nothing runs before the first `next`."""
-        return ChunkStream(self._steps(request, hook or _no_hook))
+        """A lazy stream of the request's final actions; nothing runs before the first `next`. The batch path with
+        one request: an invalid request (ValueError) or a raising `hook` raises from the stream."""
+        return ChunkStream(self._single(request, hook))
+
+    def run_batch(
+        self,
+        requests: Sequence[ChunkRequest],
+        row_hooks: Sequence[StageHook] | None = None,
+        stage_hook: StageHook | None = None,
+    ) -> list[ChunkResult | Exception]:
+        """Every request's outcome, in order (see `stream_batch`)."""
+        return self.stream_batch(requests, row_hooks, stage_hook).drain()
+
+    def stream_batch(
+        self,
+        requests: Sequence[ChunkRequest],
+        row_hooks: Sequence[StageHook] | None = None,
+        stage_hook: StageHook | None = None,
+    ) -> BatchStream:
+        """The requests as one batched prefill and denoise loop: a lazy stream of `BatchPiece`s, each row's as soon
+        as they are final; `result` holds one outcome per request, in order. All rows run the runtime's num_steps.
+
+        stage_hook(stage) runs once per stage of the batch ("prefill", then "step" before each denoise step); its
+        exception aborts the batch. row_hooks[i](stage) runs before each stage while request i runs; its exception
+        takes the row out and becomes its outcome. A request that fails validation or preprocessing (ValueError,
+        ShapeError) gets that exception as its outcome and never enters the batch; any other exception (an engine
+        failure) fails the whole batch. ValueError here when there are more requests than `max_batch`, or
+        row_hooks is not one per request.
+        """
+        if self.max_batch is not None and len(requests) > self.max_batch:
+            raise ValueError(f"{len(requests)} requests in one batch, the engine takes at most {self.max_batch}")
+        if row_hooks is not None and len(row_hooks) != len(requests):
+            raise ValueError(f"row_hooks must have one hook per request ({len(requests)}), got {len(row_hooks)}")
+        hooks = list(row_hooks) if row_hooks is not None else [_no_hook] * len(requests)
+        return BatchStream(self._batch(list(requests), hooks, stage_hook or _no_hook))
+
+    def _single(self, request: ChunkRequest, hook: StageHook | None) -> Generator[ChunkPiece, None, ChunkResult]:
+        batch = self.stream_batch([request], [hook or _no_hook])
+        for piece in batch:
+            yield piece.piece
+        (outcome,) = batch.result
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def _batch(
+        self, requests: list[ChunkRequest], row_hooks: list[StageHook], stage_hook: StageHook
+    ) -> Generator[BatchPiece, None, list[ChunkResult | Exception]]:
+        t0 = time.perf_counter()
+        rows: list[PreparedRow | Exception] = []
+        for request in requests:
+            try:
+                rows.append(self._prepare(request))
+            except ValueError as exc:  # ShapeError included: this request's outcome, the others go on
+                rows.append(exc)
+        return (yield from run_rows(self.engine, self.processor, rows, row_hooks, stage_hook, t0))
+
+    def _prepare(self, request: ChunkRequest) -> PreparedRow:
+        """Validate one request into its plan and model inputs (ValueError naming what does not fit)."""
+        state = np.asarray(request.planning_state, np.float32)
+        seed = int(self._seeds.integers(2**31)) if request.seed is None else request.seed
+        sampler, kwargs = self._sampler(request)
+        plan = sampler.plan(self._noise(seed), **kwargs)
+        obs = Observation(images=request.images, state=state, prompt=request.prompt)
+        inputs = self.processor.preprocess([obs], device=self.engine.device)
+        prefix = None if request.prefix is None or not len(request.prefix) else request.prefix
+        return PreparedRow(inputs, plan, state, prefix, seed)
 
     def _model_actions(self, actions: np.ndarray, state: np.ndarray, length: int | None = None) -> torch.Tensor:
         """Robot-unit actions [n, J] -> normalized, zero-padded model actions [1, length or n, A] on the device.
@@ -195,50 +263,6 @@ class PolicyRuntime:
         gen = torch.Generator().manual_seed(seed)
         noise = torch.randn(1, self.horizon, self.config.action_dim, generator=gen)
         return noise.to(self.engine.device)
-
-    def _steps(self, request: ChunkRequest, hook: StageHook) -> Generator[ChunkPiece, None, ChunkResult]:
-        sync, clock = self.engine.synchronize, time.perf_counter
-        t0 = clock()
-        state = np.asarray(request.planning_state, np.float32)
-        seed = int(self._seeds.integers(2**31)) if request.seed is None else request.seed
-        sampler, kwargs = self._sampler(request)
-        obs = Observation(images=request.images, state=state, prompt=request.prompt)
-        inputs = self.processor.preprocess([obs], device=self.engine.device)
-        noise = self._noise(seed)
-        sync()
-        t1 = clock()
-        hook("prefill")
-        cache = self.engine.prefill(inputs)
-        sync()
-        t2 = clock()
-
-        def velocity(x: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
-            hook("step")
-            return self.engine.denoise_step(x, tau, cache)
-
-        run = sampler.start(velocity, noise, synchronize=sync, **kwargs)
-        chunk = np.full((self.horizon, self.action_dims), np.nan, np.float32)  # rows never sampled stay NaN
-        prefix_len = 0 if request.prefix is None else len(request.prefix)
-        chunk[:prefix_len] = request.prefix if prefix_len else chunk[:0]
-        post_s, first_s = 0.0, None
-        for final in run:
-            tp = clock()
-            actions = self.processor.postprocess(final.actions, state[None])[0].astype(np.float32)
-            chunk[final.start : final.stop] = actions
-            post_s += clock() - tp
-            first_s = first_s if first_s is not None else clock() - t0
-            yield ChunkPiece(final.start, actions, final.step)
-        result = run.result
-        timing = {
-            "preprocess_ms": (t1 - t0) * 1e3,
-            "prefill_ms": (t2 - t1) * 1e3,
-            "postprocess_ms": post_s * 1e3,
-            "first_action_ms": (first_s or 0.0) * 1e3,
-            "total_ms": (clock() - t0) * 1e3,
-        }
-        step_ms = [s * 1e3 for s in result.step_times_s]
-        final_at = result.final_at_step.cpu().numpy()
-        return ChunkResult(chunk, final_at, result.steps_run, result.num_final, seed, timing, step_ms)
 
 
 def rows_needed(schedule: str, prefix_len: int, execution_horizon: int | None, horizon: int) -> int:

@@ -2,10 +2,12 @@
 
 t = 1 is noise, t = 0 is data, v ≈ eps - a; Euler in fp32 with per-token time tau [B, H].
 Constant or horizon-aware schedule, committed-prefix clamp, streaming of final actions,
-early stop, and opt-in guided inference-time RTC.
+early stop, and opt-in guided inference-time RTC; per row of a batch (`stack_plans`, `BatchStepper`).
 """
 
+from vlash.sampling.batch import BatchStepper, RowDone, RowFinal, StepReport, euler_update
 from vlash.sampling.guidance import GuidanceConfig, guidance_weight, guided_velocity, rtc_soft_mask
+from vlash.sampling.plan import SamplingPlan, stack_plans
 from vlash.sampling.results import NOT_FINAL, PREFIX, FinalActions, SampleResult
 from vlash.sampling.sampler import FlowSampler, SamplerConfig, SamplingRun
 from vlash.sampling.schedules import (
@@ -21,20 +23,27 @@ from vlash.sampling.velocity import VelocityFn
 __all__ = [
     "NOT_FINAL",
     "PREFIX",
+    "BatchStepper",
     "FinalActions",
     "FlowSampler",
     "GuidanceConfig",
+    "RowDone",
+    "RowFinal",
     "SampleResult",
     "SamplerConfig",
+    "SamplingPlan",
     "SamplingRun",
     "Schedule",
+    "StepReport",
     "VelocityFn",
     "build_tau_grid",
     "constant_tau_grid",
+    "euler_update",
     "global_times",
     "guidance_weight",
     "guided_velocity",
     "horizon_aware_tau",
     "horizon_aware_tau_grid",
     "rtc_soft_mask",
+    "stack_plans",
 ]

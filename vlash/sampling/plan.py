@@ -1,9 +1,13 @@
-"""Input validation and the precomputed per-run state of the flow sampler."""
+"""Input validation and the precomputed per-run state of the flow sampler, per row of the batch.
+
+A plan's rows may differ in schedule, committed prefix, guided-RTC target and early stop (one plan per request,
+stacked with `stack_plans`); they share the number of steps N, the horizon H and the action dim A.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -16,18 +20,28 @@ from vlash.sampling.schedules import global_times
 
 @dataclass
 class SamplingPlan:
-    """Everything a run needs, validated and placed on the noise's device before step 0."""
+    """Everything a run needs, validated and placed on the noise's device before step 0; every field is per row."""
 
-    prefix_len: int  # d: committed actions at indices [0, d)
-    x0: Tensor  # fp32 [B, H, A]: the noise with the prefix written in
-    prefix: Tensor | None  # fp32 [B, d, A] re-clamped after every step; None when d == 0
+    x0: Tensor  # fp32 [B, H, A]: the noise with each row's prefix written in
+    held: Tensor  # bool [B, H]: committed prefix positions, re-clamped to x0 after every step
+    prefix_lens: list[int]  # per row d: committed actions at indices [0, d)
     taus: Tensor  # fp32 [N + 1, B, H]: per-token time fed to velocity_fn at each step
-    dtaus: Tensor  # fp32 [N, H]: per-token Euler step tau_{k+1} - tau_k (computed in float64)
-    frontier: list[int]  # per step: how many leading indices (prefix included) are final after it
-    final_at_step: Tensor  # int64 [H]: first step after which each index is final; PREFIX for i < d
-    guidance_target: Tensor | None = None  # fp32 [B, H, A] RTC target Y; None: unguided
-    guidance_mask: Tensor | None = None  # fp32 [H] RTC soft mask W
-    guidance_weights: list[float] = field(default_factory=list)  # per-step RTC weight w
+    dtaus: Tensor  # fp32 [N, B, H]: per-token Euler step tau_{k+1} - tau_k (computed in float64)
+    frontier: Tensor  # int64 [N, B] (CPU): leading indices (prefix included) final after each step
+    final_at_step: Tensor  # int64 [B, H] (CPU): first step after which each index is final; PREFIX for i < d
+    last_step: list[int]  # per row: the step after which it stops (its early stop; N - 1 without one)
+    guided: list[bool]  # per row: guided RTC on
+    guidance_target: Tensor | None = None  # fp32 [B, H, A] RTC target Y (0 on unguided rows); None: no row guided
+    guidance_mask: Tensor | None = None  # fp32 [B, H] RTC soft mask W (0 on unguided rows)
+    guidance_weights: Tensor | None = None  # fp32 [N, B] per-step RTC weight w (0 on unguided rows)
+
+    @property
+    def batch(self) -> int:
+        return self.x0.shape[0]
+
+    @property
+    def num_steps(self) -> int:
+        return self.dtaus.shape[0]
 
 
 def _check_actions(name: str, value: Tensor, batch: int | None, dim: int | None) -> None:
@@ -37,37 +51,52 @@ def _check_actions(name: str, value: Tensor, batch: int | None, dim: int | None)
         raise ShapeError(f"{name} must have batch {batch} and action dim {dim}, got shape {tuple(value.shape)}")
 
 
-def _finality(grid: Tensor, prefix_len: int) -> tuple[list[int], Tensor]:
-    """Leading-final counts per step and the step at which each index becomes final."""
+def _finality(grid: Tensor, prefix_len: int) -> tuple[Tensor, Tensor]:
+    """Leading-final counts per step [N] and the step at which each index becomes final [H]."""
     is_final = grid[1:] == 0  # [N, H]; once 0 a token stays 0 (tau is non-increasing in k)
-    frontier = is_final.int().cumprod(dim=1).sum(dim=1).tolist()
+    frontier = is_final.int().cumprod(dim=1).sum(dim=1).to(torch.int64)
     final_at = grid.shape[0] - 1 - is_final.sum(dim=0)
     final_at[:prefix_len] = PREFIX
     return frontier, final_at.to(torch.int64)
 
 
+def _last_step(frontier: Tensor, early_stop_final: int | None, horizon: int) -> int:
+    """The first step after which indices [0, early_stop_final) are final; the last step without an early stop."""
+    if early_stop_final is None:
+        return frontier.shape[0] - 1
+    if early_stop_final > horizon:
+        raise ValueError(f"early_stop_final must be <= horizon {horizon}, got {early_stop_final}")
+    reached = (frontier >= early_stop_final).nonzero()
+    return int(reached[0]) if len(reached) else frontier.shape[0] - 1
+
+
 def _guidance(
     cfg: GuidanceConfig | None, target: Tensor, delay: int, noise: Tensor, num_steps: int
-) -> tuple[Tensor, Tensor, list[float]]:
+) -> tuple[Tensor, Tensor, Tensor]:
     if cfg is None:
         raise ValueError("guidance_target given but SamplerConfig.guidance is None")
     _check_actions("guidance_target", target, noise.shape[0], noise.shape[2])
     if target.shape != noise.shape:
         raise ShapeError(f"guidance_target must have shape {tuple(noise.shape)}, got {tuple(target.shape)}")
-    mask = rtc_soft_mask(noise.shape[1], delay, cfg.execution_horizon).to(noise.device)
+    batch, horizon = noise.shape[:2]
+    mask = rtc_soft_mask(horizon, delay, cfg.execution_horizon).to(noise.device)
     weights = [guidance_weight(t, cfg.max_weight) for t in global_times(num_steps).tolist()[:-1]]
-    return target.to(device=noise.device, dtype=torch.float32), mask, weights
+    weights32 = torch.tensor(weights, dtype=torch.float32, device=noise.device)[:, None].expand(-1, batch)
+    target32 = target.to(device=noise.device, dtype=torch.float32)
+    return target32, mask[None].expand(batch, -1).contiguous(), weights32.contiguous()
 
 
 def make_plan(
     grid_fn: Callable[[int, int], Tensor],
     guidance_cfg: GuidanceConfig | None,
+    early_stop_final: int | None,
     noise: Tensor,
     prefix: Tensor | None,
     guidance_target: Tensor | None,
     guidance_delay: int | None,
 ) -> SamplingPlan:
-    """Validate the run inputs (ValueError naming the bad one) and precompute the plan.
+    """Validate the run inputs (ValueError naming the bad one) and precompute the plan of `noise`'s B rows, all with
+    the same settings.
 
     grid_fn(horizon, prefix_len) returns the float64 [N + 1, H] tau grid (final_tau snapped).
     """
@@ -84,19 +113,68 @@ def make_plan(
     if guidance_delay is not None and prefix is not None and guidance_delay != d:
         raise ValueError(f"guidance_delay {guidance_delay} differs from the prefix length {d}")
     grid = grid_fn(horizon, d)
+    frontier, final_at = _finality(grid, d)
+    last = _last_step(frontier, early_stop_final, horizon)
     device = noise.device
     x0 = noise.to(dtype=torch.float32, copy=True)
-    prefix32 = None
     if d > 0:
         assert prefix is not None
-        prefix32 = prefix.to(device=device, dtype=torch.float32)
-        x0[:, :d] = prefix32
-    taus = grid.float().to(device)[:, None, :].expand(-1, batch, -1).contiguous()
-    dtaus = (grid[1:] - grid[:-1]).float().to(device)
-    frontier, final_at = _finality(grid, d)
-    plan = SamplingPlan(d, x0, prefix32, taus, dtaus, frontier, final_at)
+        x0[:, :d] = prefix.to(device=device, dtype=torch.float32)
+    held = torch.zeros(batch, horizon, dtype=torch.bool, device=device)
+    held[:, :d] = True
+
+    def rows(t: Tensor) -> Tensor:  # [K, H] -> [K, B, H]
+        return t.float().to(device)[:, None, :].expand(-1, batch, -1).contiguous()
+
+    plan = SamplingPlan(
+        x0=x0,
+        held=held,
+        prefix_lens=[d] * batch,
+        taus=rows(grid),
+        dtaus=rows(grid[1:] - grid[:-1]),
+        frontier=frontier[:, None].expand(-1, batch).contiguous(),
+        final_at_step=final_at[None].expand(batch, -1).contiguous(),
+        last_step=[last] * batch,
+        guided=[guidance_target is not None] * batch,
+    )
     if guidance_target is not None:
         delay = d if guidance_delay is None else guidance_delay
         target, mask, weights = _guidance(guidance_cfg, guidance_target, delay, noise, grid.shape[0] - 1)
         plan.guidance_target, plan.guidance_mask, plan.guidance_weights = target, mask, weights
     return plan
+
+
+def stack_plans(plans: Sequence[SamplingPlan]) -> SamplingPlan:
+    """One plan of every row of `plans`, in order (same N, H, A and device; ShapeError otherwise). Rows of
+    unguided plans get target 0, mask 0 and weight 0 when another plan is guided."""
+    if not plans:
+        raise ValueError("stack_plans needs at least one plan")
+    if len(plans) == 1:
+        return plans[0]
+    kinds = {(p.num_steps, tuple(p.x0.shape[1:]), p.x0.device) for p in plans}
+    if len(kinds) > 1:
+        raise ShapeError(f"plans to stack must share num_steps, [H, A] and device, got {sorted(map(str, kinds))}")
+
+    def cat(name: str, dim: int = 0) -> Tensor:
+        return torch.cat([getattr(p, name) for p in plans], dim=dim)
+
+    plan = SamplingPlan(
+        x0=cat("x0"),
+        held=cat("held"),
+        prefix_lens=[d for p in plans for d in p.prefix_lens],
+        taus=cat("taus", 1),
+        dtaus=cat("dtaus", 1),
+        frontier=cat("frontier", 1),
+        final_at_step=cat("final_at_step"),
+        last_step=[k for p in plans for k in p.last_step],
+        guided=[g for p in plans for g in p.guided],
+    )
+    if any(plan.guided):
+        plan.guidance_target = torch.cat([_or_zeros(p.guidance_target, p.x0) for p in plans])
+        plan.guidance_mask = torch.cat([_or_zeros(p.guidance_mask, p.held, torch.float32) for p in plans])
+        plan.guidance_weights = torch.cat([_or_zeros(p.guidance_weights, p.dtaus[:, :, 0]) for p in plans], dim=1)
+    return plan
+
+
+def _or_zeros(value: Tensor | None, like: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    return value if value is not None else torch.zeros_like(like, dtype=dtype)

@@ -2,7 +2,9 @@
 
 Convention (docs/METHODS.md "Flow sampling"): t = 1 noise, t = 0 data, v ≈ eps - a. Step k moves every token
 from tau_k to tau_{k+1}: x <- x + (tau_{k+1} - tau_k) * v(x, tau_k), always in fp32. With the
-constant schedule and no prefix this is exactly openpi's x <- x - v(x, t) / N.
+constant schedule and no prefix this is exactly openpi's x <- x - v(x, t) / N. `FlowSampler` runs the rows of one
+noise tensor with shared settings; it builds a `SamplingPlan` and steps it with `vlash.sampling.batch.BatchStepper`,
+which also runs batched requests whose rows differ in settings (the Euler update is `batch.euler_update`).
 
 Usage:
     run = FlowSampler(SamplerConfig(schedule="horizon-aware")).start(velocity_fn, noise)
@@ -22,11 +24,12 @@ import torch
 from torch import Tensor
 
 from vlash.generator_run import GeneratorRun
-from vlash.sampling.guidance import GuidanceConfig, guided_velocity
+from vlash.sampling.batch import BatchStepper, RowDone
+from vlash.sampling.guidance import GuidanceConfig
 from vlash.sampling.plan import SamplingPlan, make_plan
-from vlash.sampling.results import NOT_FINAL, FinalActions, SampleResult
+from vlash.sampling.results import FinalActions, SampleResult
 from vlash.sampling.schedules import Schedule, build_tau_grid_f64
-from vlash.sampling.velocity import VelocityFn, eval_velocity
+from vlash.sampling.velocity import VelocityFn
 
 
 @dataclass
@@ -73,7 +76,7 @@ class SamplingRun(GeneratorRun[FinalActions, SampleResult]):
 
 
 class FlowSampler:
-    """Euler flow sampler, independent of the engine that evaluates the velocity."""
+    """Euler flow sampler, independent of the engine that evaluates the velocity; all rows share its settings."""
 
     def __init__(self, config: SamplerConfig | None = None) -> None:
         self.config = config if config is not None else SamplerConfig()
@@ -86,6 +89,21 @@ class FlowSampler:
         cfg = self.config
         grid = build_tau_grid_f64(cfg.schedule, cfg.num_steps, horizon, prefix_len, cfg.alpha, cfg.u0)
         return torch.where(grid <= cfg.final_tau, torch.zeros_like(grid), grid)
+
+    def plan(
+        self,
+        noise: Tensor,
+        prefix: Tensor | None = None,
+        guidance_target: Tensor | None = None,
+        guidance_delay: int | None = None,
+    ) -> SamplingPlan:
+        """Validate the inputs (ValueError, see `start`) and build the plan of `noise`'s rows with these settings.
+        Plans of samplers with other settings (schedule, prefix, guidance, early stop) stack into one batch with
+        `stack_plans` and run through `BatchStepper`."""
+        cfg = self.config
+        return make_plan(
+            self._grid_f64, cfg.guidance, cfg.early_stop_final, noise, prefix, guidance_target, guidance_delay
+        )
 
     def start(
         self,
@@ -106,12 +124,8 @@ class FlowSampler:
         defaults to the prefix length. synchronize: called before every clock read (e.g.
         torch.cuda.synchronize) so step timings cover the device work.
         """
-        plan = make_plan(self._grid_f64, self.config.guidance, noise, prefix, guidance_target, guidance_delay)
-        horizon = plan.x0.shape[1]
-        stop_at = self.config.early_stop_final
-        if stop_at is not None and stop_at > horizon:
-            raise ValueError(f"early_stop_final must be <= horizon {horizon}, got {stop_at}")
-        return SamplingRun(self._steps(plan, velocity_fn, synchronize))
+        plan = self.plan(noise, prefix, guidance_target, guidance_delay)
+        return SamplingRun(_steps(plan, velocity_fn, synchronize))
 
     def iter_sample(
         self,
@@ -137,47 +151,28 @@ class FlowSampler:
         """Run all steps (or until the early stop) and return the result; see `start`."""
         return self.start(velocity_fn, noise, prefix, guidance_target, guidance_delay, synchronize).drain()
 
-    def _steps(
-        self, plan: SamplingPlan, velocity_fn: VelocityFn, synchronize: Callable[[], object] | None
-    ) -> Generator[FinalActions, None, SampleResult]:
-        sync = synchronize if synchronize is not None else _no_sync
-        x = plan.x0
-        sync()
-        t_start = time.perf_counter()
-        step_times: list[float] = []
-        emitted = plan.prefix_len
-        for k in range(self.config.num_steps):
-            t0 = time.perf_counter()
-            x = self._euler_step(plan, velocity_fn, x, k)
-            sync()
-            now = time.perf_counter()
-            step_times.append(now - t0)
-            frontier = plan.frontier[k]
-            if frontier > emitted:
-                yield FinalActions(emitted, frontier, x[:, emitted:frontier].clone(), k, now - t_start)
-                emitted = frontier
-            stop_at = self.config.early_stop_final
-            if stop_at is not None and frontier >= stop_at:
-                break
-        steps_run = len(step_times)
-        final_at = plan.final_at_step.clone()
-        final_at[final_at >= steps_run] = NOT_FINAL
-        return SampleResult(x, steps_run, step_times, final_at, plan.prefix_len)
 
-    @staticmethod
-    def _euler_step(plan: SamplingPlan, velocity_fn: VelocityFn, x: Tensor, k: int) -> Tensor:
-        tau = plan.taus[k]
-        if plan.guidance_target is not None:
-            assert plan.guidance_mask is not None
-            w = plan.guidance_weights[k]
-            v = guided_velocity(velocity_fn, x, tau, plan.guidance_target, plan.guidance_mask, w)
-        else:
-            with torch.no_grad():
-                v = eval_velocity(velocity_fn, x, tau)
-        x = x + plan.dtaus[k][None, :, None] * v
-        if plan.prefix is not None:
-            x[:, : plan.prefix_len] = plan.prefix
-        return x
+def _steps(
+    plan: SamplingPlan, velocity_fn: VelocityFn, synchronize: Callable[[], object] | None
+) -> Generator[FinalActions, None, SampleResult]:
+    """A plan whose rows share their settings: every step finalizes the same indices of every row, and the rows
+    finish together."""
+    sync = synchronize if synchronize is not None else _no_sync
+    stepper = BatchStepper(plan, sync)
+    sync()
+    t_start = time.perf_counter()
+    done: list[RowDone] = []
+    while not stepper.done:
+        report = stepper.step(velocity_fn)
+        elapsed = time.perf_counter() - t_start
+        if report.finals:
+            first, actions = report.finals[0], torch.stack([f.actions for f in report.finals])
+            yield FinalActions(first.start, first.stop, actions, report.step, elapsed)
+        done.extend(report.done)
+    rows = [d.result for d in done]
+    actions = torch.cat([r.actions for r in rows])
+    first = rows[0]
+    return SampleResult(actions, first.steps_run, first.step_times_s, first.final_at_step, first.prefix_len)
 
 
 def _no_sync() -> None:

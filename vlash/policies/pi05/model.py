@@ -47,6 +47,16 @@ class PrefixCache:
     suffix_cos: Tensor  # [B, 1, H, hd/2] RoPE tables at the action positions
     suffix_sin: Tensor
 
+    def select(self, rows: Tensor) -> PrefixCache:
+        """The cache of batch rows `rows` (int64 index on the cache's device), in that order."""
+        return PrefixCache(
+            keys=self.keys.index_select(1, rows),
+            values=self.values.index_select(1, rows),
+            suffix_bias=self.suffix_bias.index_select(0, rows),
+            suffix_cos=self.suffix_cos.index_select(0, rows),
+            suffix_sin=self.suffix_sin.index_select(0, rows),
+        )
+
 
 def sincos_frequencies(dim: int, min_period: float, max_period: float) -> Tensor:
     """openpi posemb_sincos angular frequencies 2*pi/period, periods log-spaced min..max, [dim/2] fp32."""

@@ -1,0 +1,184 @@
+"""PolicyRuntime.stream_batch / run_batch: several requests as one batched prefill and denoise loop give each request
+the chunk it gets alone (pi05-tiny, random weights), row by row."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tests.torch_threads import torch_threads
+from vlash.engines import create_engine
+from vlash.policies.pi05.processor import Observation
+from vlash.policies.random_policy import random_policy
+from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult, PolicyRuntime
+
+STEPS = 4
+ATOL = 1e-5  # normalized == robot units here (identity stats)
+PREFIX = np.array([[0.1, 0.7], [-0.2, 0.3], [1e-7, 0.9999999]], np.float32)  # no exact normalize round trip
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    with torch_threads(1):
+        yield
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return random_policy("pi05-tiny", seed=1)
+
+
+@pytest.fixture(scope="module")
+def runtime(policy) -> PolicyRuntime:
+    return PolicyRuntime(policy, create_engine("torch", model=policy.model), num_steps=STEPS)
+
+
+def _image(runtime: PolicyRuntime, seed: int) -> np.ndarray:
+    size = runtime.config.vision.image_size
+    return np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+
+
+def _requests(runtime: PolicyRuntime) -> list[ChunkRequest]:
+    """Plain constant; horizon-aware with a 3-row prefix; horizon-aware with an early stop; guided RTC."""
+    cam = runtime.config.camera_names[0]
+    guidance = np.random.default_rng(5).normal(0.0, 0.5, (30, 2)).astype(np.float32)
+    specs = [
+        ("go", {}),
+        ("pick up the red cube", {"prefix": PREFIX, "schedule": "horizon-aware"}),
+        ("push the block to the target", {"schedule": "horizon-aware", "execution_horizon": 6}),
+        ("go to the goal", {"guidance": guidance, "delay_steps": 2, "execution_horizon": 10}),
+    ]
+    return [
+        ChunkRequest(
+            {cam: _image(runtime, i)}, np.array([0.2 * i - 0.3, 0.5 - 0.1 * i], np.float32), prompt, seed=i, **kw
+        )
+        for i, (prompt, kw) in enumerate(specs)
+    ]
+
+
+def _assert_same(got: ChunkResult, want: ChunkResult, request: ChunkRequest) -> None:
+    assert isinstance(got, ChunkResult), got
+    assert (got.final_rows, got.num_steps, got.seed) == (want.final_rows, want.num_steps, want.seed)
+    np.testing.assert_array_equal(got.final_at_step, want.final_at_step)
+    assert np.isnan(got.actions[got.final_rows :]).all() and np.isfinite(got.actions[: got.final_rows]).all()
+    np.testing.assert_allclose(got.actions[: got.final_rows], want.actions[: want.final_rows], atol=ATOL, rtol=0)
+    if request.prefix is not None:
+        assert got.actions[: len(request.prefix)].tobytes() == request.prefix.tobytes()
+    assert len(got.step_ms) == got.num_steps
+
+
+@pytest.fixture(scope="module")
+def alone(runtime) -> list[ChunkResult]:
+    return [runtime.run(r) for r in _requests(runtime)]
+
+
+def test_a_batch_gives_every_request_its_unbatched_chunk(runtime, alone):
+    requests = _requests(runtime)
+    obs = [Observation(r.images, r.state, r.prompt) for r in requests]
+    lengths = runtime.processor.preprocess(obs).token_masks.sum(dim=1).tolist()
+    assert len(set(lengths)) == len(lengths)  # prompts of different token lengths, padded with a mask
+    assert 6 <= alone[2].final_rows < runtime.horizon and alone[2].num_steps == 2  # the early stop happens
+    unguided = runtime.run(replace(requests[3], guidance=None))
+    assert not np.allclose(unguided.actions, alone[3].actions, atol=1e-3)  # the guided row is guided
+    results = runtime.run_batch(requests)
+    for got, want, request in zip(results, alone, requests, strict=True):
+        _assert_same(got, want, request)
+        assert got.batch_size == 4 and want.batch_size == 1
+
+
+def test_pieces_stream_per_row_as_they_do_alone(runtime):
+    requests = _requests(runtime)
+    want = [[(p.start, len(p.actions), p.step) for p in runtime.stream(r)] for r in requests]
+    stream = runtime.stream_batch(requests)
+    pieces = list(stream)
+    got = [[(p.piece.start, len(p.piece.actions), p.piece.step) for p in pieces if p.row == i] for i in range(4)]
+    assert got == want
+    assert len(want[1]) > 2 and want[0] == [(0, runtime.horizon, STEPS - 1)]
+    assert got[2][-1][0] + got[2][-1][1] == stream.result[2].final_rows < runtime.horizon  # the early stop
+    for item in pieces:  # a piece is the final chunk's rows
+        start, actions = item.piece.start, item.piece.actions
+        np.testing.assert_array_equal(stream.result[item.row].actions[start : start + len(actions)], actions)
+
+
+def test_a_raising_row_hook_drops_only_that_row_and_the_batch_shrinks(runtime, alone):
+    requests = _requests(runtime)
+    calls, sizes = [], []
+    engine = runtime.engine
+    step = engine.denoise_step
+
+    class Superseded(Exception):
+        pass
+
+    def cancel_second(stage: str) -> None:
+        calls.append(stage)
+        if calls.count("step") == 2:
+            raise Superseded("newer request")
+
+    def recording(x, tau, cache):
+        sizes.append((x.shape[0], cache.keys.shape[1]))
+        return step(x, tau, cache)
+
+    engine.denoise_step = recording
+    try:
+        hooks = [lambda stage: None, lambda stage: None, lambda stage: None, cancel_second]
+        stages = []
+        results = runtime.run_batch(requests, hooks, stages.append)
+    finally:
+        del engine.denoise_step
+    assert isinstance(results[3], Superseded) and calls == ["prefill", "step", "step"]
+    for i in range(3):
+        _assert_same(results[i], alone[i], requests[i])
+    # 4 rows at step 0; the guided row leaves before step 1; the early-stopped row after step 1
+    assert [n for n, _ in sizes] == [4, 3, 2, 2] and all(n == rows for n, rows in sizes)
+    assert stages == ["prefill"] + ["step"] * STEPS
+
+
+def test_a_malformed_request_is_its_outcome_and_the_others_are_served(runtime, alone):
+    requests = _requests(runtime)
+    bad_state = replace(requests[1], state=np.zeros(1, np.float32))
+    bad_prefix = replace(requests[0], prefix=np.zeros((2, 3), np.float32))
+    bad_horizon = replace(requests[2], execution_horizon=0)
+    results = runtime.run_batch([requests[0], bad_state, bad_prefix, bad_horizon, requests[3]])
+    assert all(isinstance(r, ValueError) for r in results[1:4])
+    assert "execution_horizon" in str(results[3])
+    _assert_same(results[0], alone[0], requests[0])
+    _assert_same(results[4], alone[3], requests[3])
+    assert results[0].batch_size == 2
+    with pytest.raises(ValueError, match="entries"):  # alone, the same request raises from its stream
+        runtime.run(bad_state)
+
+
+def test_a_raising_stage_hook_aborts_the_whole_batch(runtime):
+    def abort(stage: str) -> None:
+        if stage == "step":
+            raise RuntimeError("device lost")
+
+    with pytest.raises(RuntimeError, match="device lost"):
+        runtime.run_batch(_requests(runtime)[:2], stage_hook=abort)
+    with pytest.raises(ValueError, match="one hook per request"):
+        runtime.stream_batch(_requests(runtime)[:2], [lambda stage: None])
+    assert runtime.max_batch is None and runtime.run_batch([]) == []
+
+
+def test_onnxruntime_static_batch_is_padded_and_matches_torch(runtime, alone, policy, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from vlash.engines.onnx_export import export_onnx
+
+    export_onnx(policy.model, tmp_path, batch=2)
+    engine = create_engine("onnxruntime", artifact=tmp_path, threads=1)
+    ort = PolicyRuntime(policy, engine, num_steps=STEPS)
+    assert ort.max_batch == 2
+    requests = _requests(runtime)[:3]  # guided RTC needs autograd: the torch engine only
+    pairs = ort.run_batch(requests[:2])
+    padded = ort.run_batch(requests[2:])
+    assert [r.batch_size for r in pairs + padded] == [2, 2, 1]
+    for got, want, request in zip(pairs + padded, alone[:3], requests, strict=True):
+        assert (got.final_rows, got.num_steps) == (want.final_rows, want.num_steps)
+        np.testing.assert_array_equal(got.final_at_step, want.final_at_step)
+        np.testing.assert_allclose(got.actions[: got.final_rows], want.actions[: want.final_rows], atol=1e-4)
+        if request.prefix is not None:
+            assert got.actions[: len(request.prefix)].tobytes() == request.prefix.tobytes()
+    with pytest.raises(ValueError, match="at most 2"):
+        ort.stream_batch(requests)

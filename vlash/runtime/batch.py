@@ -1,0 +1,229 @@
+"""Prepared requests -> one batched prefill and one batched denoise loop -> a chunk per request.
+
+`PolicyRuntime` validates each request into a `PreparedRow` (its plan, model inputs, seed); `run_rows` prefills the
+rows together, steps them together with `vlash.sampling.BatchStepper` (each row keeps its schedule, prefix, guidance
+and early stop), streams each row's final actions as they come and ends with one outcome per request, in order: a
+`ChunkResult`, or the exception that took the row out (its validation, or its row hook). A row that finished or left
+is removed from the batch (x, times and the PrefixCache rows), except on an engine of static batch
+(`Engine.max_batch`), whose calls are padded up to that batch by repeating the last row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from vlash.engines.base import Engine
+from vlash.generator_run import GeneratorRun
+from vlash.policies.pi05.model import Pi05Inputs, PrefixCache
+from vlash.policies.pi05.processor import Pi05Processor
+from vlash.sampling import BatchStepper, RowDone, RowFinal, SamplingPlan, stack_plans
+
+# Called before prefill ("prefill") and before every denoise step ("step"): the server's hook for
+# cancelling a superseded request and for emulating a slower device. It may raise to abort the request.
+StageHook = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ChunkPiece:
+    """Actions [start, start + len(actions)) of the chunk, final after denoise step `step` (0-based)."""
+
+    start: int
+    actions: np.ndarray  # fp32 [n, J] absolute robot units
+    step: int
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """A finished request. Rows [0, final_rows) of `actions` are the chunk; rows past them were never sampled
+    (an early stop, see ChunkRequest.execution_horizon) and hold NaN."""
+
+    actions: np.ndarray  # fp32 [H, J] absolute robot units (prefix bit-exact); rows >= final_rows are NaN
+    final_at_step: np.ndarray  # int64 [H]: step after which each index was final (-2: prefix, -1: never)
+    num_steps: int  # denoise steps run (fewer than the runtime's num_steps after an early stop)
+    final_rows: int  # m: leading rows that are final (prefix included), >= rows_needed(request); H without early stop
+    seed: int  # the noise seed used
+    # preprocess_ms, prefill_ms (the batch's, shared by its rows), postprocess_ms, first_action_ms, total_ms
+    timing_ms: dict[str, float]
+    step_ms: list[float] = field(default_factory=list)  # per denoise step of the batch (device-synchronized)
+    batch_size: int = 1  # requests that shared this one's prefill and denoise loop (1: it ran alone)
+
+
+@dataclass(frozen=True)
+class BatchPiece:
+    """A piece of the request at index `row` of the batch."""
+
+    row: int  # index into the requests list
+    piece: ChunkPiece  # as for one request: actions [start, start + n) of that request became final
+
+
+class BatchStream(GeneratorRun[BatchPiece, list[ChunkResult | Exception]]):
+    """An in-progress batch: iterate for `BatchPiece`s, then read `result` (one outcome per request, in order)."""
+
+
+@dataclass
+class PreparedRow:
+    """A validated request, ready to join a batch."""
+
+    inputs: Pi05Inputs  # batch 1, on the engine's device
+    plan: SamplingPlan  # one row: noise, prefix, schedule, guidance, early stop
+    state: np.ndarray  # fp32 [D] planning state (postprocess converts relative actions with it)
+    prefix: np.ndarray | None  # [d, J] committed actions, copied into the chunk bit-exactly
+    seed: int  # the noise seed
+
+
+def run_rows(
+    engine: Engine,
+    processor: Pi05Processor,
+    rows: Sequence[PreparedRow | Exception],
+    row_hooks: Sequence[StageHook],
+    stage_hook: StageHook,
+    t0: float,
+) -> Generator[BatchPiece, None, list[ChunkResult | Exception]]:
+    """Run the prepared rows as one batch; an Exception in `rows` is already that request's outcome. `t0`: when the
+    batch's preprocessing started. See the module docstring."""
+    engine.synchronize()
+    t1 = time.perf_counter()
+    outcomes: list[ChunkResult | Exception | None] = [r if isinstance(r, Exception) else None for r in rows]
+    live = [i for i, r in enumerate(rows) if isinstance(r, PreparedRow)]
+    if live:
+        failed = _call_hooks("prefill", live, row_hooks, stage_hook)
+        outcomes = [failed.get(i, o) for i, o in enumerate(outcomes)]
+        live = [i for i in live if i not in failed]
+    if live:
+        prepared = [r for r in (rows[i] for i in live) if isinstance(r, PreparedRow)]
+        batch = _Batch(engine, processor, prepared, [row_hooks[i] for i in live], stage_hook, (t0, t1))
+        for j, piece in batch.steps():
+            yield BatchPiece(live[j], piece)
+        for j, outcome in batch.outcomes.items():
+            outcomes[live[j]] = outcome
+    assert all(o is not None for o in outcomes)
+    return outcomes  # type: ignore[return-value]
+
+
+def _call_hooks(
+    stage: str, rows: Sequence[int], row_hooks: Sequence[StageHook], stage_hook: StageHook
+) -> dict[int, Exception]:
+    """The batch's stage hook (an exception aborts the batch), then each row's hook: the rows whose hook raised."""
+    stage_hook(stage)
+    failed: dict[int, Exception] = {}
+    for row in rows:
+        try:
+            row_hooks[row](stage)
+        except Exception as exc:  # noqa: BLE001 - the row's outcome (e.g. the server cancelled it)
+            failed[row] = exc
+    return failed
+
+
+class _Batch:
+    """The prefill and denoise loop of the rows that entered the batch (row j = prepared[j] = stepper row j)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        processor: Pi05Processor,
+        rows: list[PreparedRow],
+        row_hooks: list[StageHook],
+        stage_hook: StageHook,
+        clocks: tuple[float, float],
+    ) -> None:
+        self.engine, self.processor, self.rows = engine, processor, rows
+        self.row_hooks, self.stage_hook = row_hooks, stage_hook
+        self.t0, self.t1 = clocks  # preprocessing started, ended
+        self.t2 = self.t1  # prefill ended
+        self.outcomes: dict[int, ChunkResult | Exception] = {}
+        self.chunks = [_empty_chunk(row, processor.action_dims) for row in rows]
+        self.post_s = [0.0] * len(rows)
+        self.first_s: list[float | None] = [None] * len(rows)
+        self._cache_rows: list[int] = []
+        self._cache: PrefixCache | None = None
+        self._selected: PrefixCache | None = None
+
+    def steps(self) -> Generator[tuple[int, ChunkPiece], None, None]:
+        """(row, piece) as the rows' actions become final; `outcomes` holds every row's once it is exhausted."""
+        engine = self.engine
+        self._cache = self._selected = engine.prefill(_batch_inputs([r.inputs for r in self.rows], engine.max_batch))
+        self._cache_rows = list(range(len(self.rows)))
+        engine.synchronize()
+        self.t2 = time.perf_counter()
+        plan = stack_plans([r.plan for r in self.rows])
+        stepper = BatchStepper(plan, engine.synchronize, shrink=engine.max_batch is None)
+        while not stepper.done:
+            failed = _call_hooks("step", stepper.active, self.row_hooks, self.stage_hook)
+            self.outcomes.update(failed)
+            stepper.drop(failed)
+            if stepper.done:
+                break
+            cache = self._cache_of(stepper.x_rows)
+            report = stepper.step(lambda x, tau, c=cache: self._velocity(x, tau, c))
+            for final in report.finals:
+                yield final.row, self._piece(final)
+            for done in report.done:
+                self.outcomes[done.row] = self._result(done)
+
+    def _cache_of(self, rows: list[int]) -> PrefixCache:
+        """The PrefixCache rows of x's rows (selected again only when they changed)."""
+        assert self._cache is not None and self._selected is not None
+        if rows != self._cache_rows:
+            index = torch.tensor(rows, dtype=torch.int64, device=self._cache.keys.device)
+            self._selected, self._cache_rows = self._cache.select(index), list(rows)
+        return self._selected
+
+    def _velocity(self, x: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
+        size = self.engine.max_batch
+        if size is None or x.shape[0] == size:
+            return self.engine.denoise_step(x, tau, cache)
+        return self.engine.denoise_step(_pad(x, size), _pad(tau, size), cache)[: x.shape[0]]
+
+    def _piece(self, final: RowFinal) -> ChunkPiece:
+        j, start = final.row, time.perf_counter()
+        actions = self.processor.postprocess(final.actions[None], self.rows[j].state[None])[0].astype(np.float32)
+        self.chunks[j][final.start : final.stop] = actions
+        now = time.perf_counter()
+        self.post_s[j] += now - start
+        if self.first_s[j] is None:
+            self.first_s[j] = now - self.t0
+        return ChunkPiece(final.start, actions, final.step)
+
+    def _result(self, done: RowDone) -> ChunkResult:
+        j, run = done.row, done.result
+        timing = {
+            "preprocess_ms": (self.t1 - self.t0) * 1e3,
+            "prefill_ms": (self.t2 - self.t1) * 1e3,
+            "postprocess_ms": self.post_s[j] * 1e3,
+            "first_action_ms": (self.first_s[j] or 0.0) * 1e3,
+            "total_ms": (time.perf_counter() - self.t0) * 1e3,
+        }
+        step_ms = [s * 1e3 for s in run.step_times_s]
+        final_at = run.final_at_step.cpu().numpy()
+        seed, rows = self.rows[j].seed, len(self.rows)
+        return ChunkResult(self.chunks[j], final_at, run.steps_run, run.num_final, seed, timing, step_ms, rows)
+
+
+def _empty_chunk(row: PreparedRow, action_dims: int) -> np.ndarray:
+    """[H, J] NaN (rows never sampled stay NaN) with the committed prefix copied in bit-exactly."""
+    chunk = np.full((row.plan.x0.shape[1], action_dims), np.nan, np.float32)
+    if row.prefix is not None and len(row.prefix):
+        chunk[: len(row.prefix)] = row.prefix
+    return chunk
+
+
+def _pad(value: Tensor, size: int) -> Tensor:
+    """`value` [n, ...] padded to [size, ...] by repeating its last row (a static-batch engine's pad rows)."""
+    n = value.shape[0]
+    return value if n >= size else torch.cat([value, value[-1:].expand(size - n, *value.shape[1:])])
+
+
+def _batch_inputs(parts: list[Pi05Inputs], size: int | None) -> Pi05Inputs:
+    """The rows' model inputs as one batch (padded up to `size` rows for a static-batch engine)."""
+
+    def cat(name: str) -> Tensor:
+        value = torch.cat([getattr(part, name) for part in parts])
+        return value if size is None else _pad(value, size)
+
+    return Pi05Inputs(**{f.name: cat(f.name) for f in fields(Pi05Inputs)})
