@@ -1,21 +1,25 @@
 """A model-free stand-in for PolicyRuntime inside PolicyServer, driven by the test with events, not wall clock.
 
-Each request runs STAGES stages. Before each stage the stream calls the server's hook (where a cancel lands) and
-then waits until the test lets that request go on (`release(request_id)`); while it waits it calls the hook again
-every few milliseconds, so a cancel still ends it. `started` records the request ids in the order the model
-thread took them; `wait_started(n)` blocks (bounded) until n requests have started.
+`stream_batch` runs a batch of requests as PolicyRuntime.stream_batch does, in STAGES stages: before each stage it
+calls the server's stage hook once and each running row's hook (where a cancel lands: a row whose hook raises is
+dropped, the exception its outcome), then waits until the test lets every running row go on
+(`release(request_id)`); while it waits it calls the row hooks again every few milliseconds, so a cancel still
+ends a row. `started` records the request ids in the order the model thread took them; `wait_started(n)` blocks
+(bounded) until n requests have started.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Generator
 from types import SimpleNamespace
 
 import numpy as np
 
 from robot_io.client import PolicyClient
 from robot_io.protocol import Actions, CameraSpec, Error, Infer, Metadata
+from vlash.generator_run import GeneratorRun
 from vlash.server.config import ServerConfig
 from vlash.server.server import PolicyServer
 
@@ -25,24 +29,32 @@ WAIT_S = 10.0  # longest any wait of these helpers lasts; a test fails rather th
 METADATA = Metadata("fake", [CameraSpec("front", 8, 8)], J, J, H, 50.0, "fp32", "fake", STAGES - 1, "constant", False)
 
 
-class FakeStream:
-    def __init__(self, runtime: FakeRuntime, request_id: int, hook) -> None:
-        self.runtime, self.request_id, self.hook = runtime, request_id, hook
-        self.result = None
+def fake_batch(runtime: FakeRuntime, ids: list[int], row_hooks, stage_hook) -> Generator[None, None, list]:
+    """The batch of requests `ids` (see the module docstring); yields no pieces, returns each row's outcome."""
+    gates = [runtime.gate(request_id) for request_id in ids]
+    for request_id in ids:
+        runtime.note_started(request_id)
+    for request_id in ids:
+        if request_id in runtime.raises:
+            raise runtime.raises[request_id]
+    outcomes: list = [None] * len(ids)
 
-    def __iter__(self):
-        gate = self.runtime.gate(self.request_id)
-        self.runtime.note_started(self.request_id)
-        if self.request_id in self.runtime.raises:
-            raise self.runtime.raises[self.request_id]
-        for stage in range(STAGES):
-            self.hook("prefill" if stage == 0 else "step")
-            while not gate.wait(0.005):  # released by the test; meanwhile a cancel ends the request
-                self.hook("step")
-        actions = np.full((H, J), self.runtime.output_value(self.request_id), np.float32)
-        timing = {"first_action_ms": 0.0, "total_ms": 0.0}
-        self.result = SimpleNamespace(actions=actions, timing_ms=timing, step_ms=[], final_rows=H)
-        return iter(())
+    def check(stage: str) -> None:
+        for row, hook in enumerate(row_hooks):
+            if outcomes[row] is None:
+                try:
+                    hook(stage)
+                except Exception as exc:  # noqa: BLE001 - the row's outcome, as PolicyRuntime.stream_batch
+                    outcomes[row] = exc
+
+    for stage in range(STAGES):
+        stage_hook("prefill" if stage == 0 else "step")
+        check("prefill" if stage == 0 else "step")
+        while waiting := [gates[row] for row in range(len(ids)) if outcomes[row] is None and not gates[row].is_set()]:
+            waiting[0].wait(0.005)  # released by the test; meanwhile a cancel drops the row
+            check("step")
+    return [runtime.result(request_id) if out is None else out for request_id, out in zip(ids, outcomes, strict=True)]
+    yield  # a generator, as PolicyRuntime's stream
 
 
 class FakeRuntime:
@@ -51,6 +63,7 @@ class FakeRuntime:
     raised by the model as request `rid` starts."""
 
     horizon, num_steps = H, STAGES - 1
+    max_batch = None  # any batch size
 
     def __init__(self, auto_release: bool = False) -> None:
         self.auto_release = auto_release
@@ -60,8 +73,15 @@ class FakeRuntime:
         self._gates: dict[int, threading.Event] = {}
         self._cond = threading.Condition()
 
-    def stream(self, request, hook) -> FakeStream:
-        return FakeStream(self, int(request.seed), hook)  # the request id travels as the seed (see infer())
+    def stream_batch(self, requests, row_hooks, stage_hook) -> GeneratorRun:
+        ids = [int(r.seed) for r in requests]  # the request id travels as the seed (see fake_infer())
+        return GeneratorRun(fake_batch(self, ids, row_hooks, stage_hook))
+
+    def result(self, request_id: int) -> SimpleNamespace:
+        """The finished request: a chunk filled with `output_value(request_id)`."""
+        actions = np.full((H, J), self.output_value(request_id), np.float32)
+        timing = {"first_action_ms": 0.0, "total_ms": 0.0}
+        return SimpleNamespace(actions=actions, timing_ms=timing, step_ms=[], final_rows=H)
 
     def rows_needed(self, request) -> int:
         return H  # the whole chunk, as PolicyRuntime for every request without the horizon-aware early stop
@@ -91,7 +111,7 @@ class FakeRuntime:
 
 
 def fake_infer(request_id: int) -> Infer:
-    """A request the fake policy accepts; its id doubles as the seed (how FakeStream knows which request it runs)."""
+    """A request the fake policy accepts; its id doubles as the seed (how fake_batch knows which request it runs)."""
     images = {"front": np.zeros((8, 8, 3), np.uint8)}
     return Infer(request_id, request_id, time.time_ns(), "p", images, np.zeros(J, np.float32), seed=request_id)
 

@@ -141,9 +141,9 @@ def test_a_socket_thread_that_dies_stops_the_server_and_reports_why(dealer, serv
 def test_a_model_thread_that_dies_stops_the_server_and_reports_why(server, monkeypatch, failures):
     boom = RuntimeError("queue broke")
 
-    def broken(timeout_s: float) -> None:
+    def broken(max_jobs: int, timeout_s: float, gather=None) -> None:
         raise boom
 
-    monkeypatch.setattr(server.jobs, "take", broken)  # the model thread's loop, outside any request
+    monkeypatch.setattr(server.jobs, "take_batch", broken)  # the model thread's loop, outside any request
     assert server.wait(WAIT_S) and server.failure is boom and failures == [boom]
     assert not server.running

@@ -19,6 +19,7 @@ TCP_ENDPOINT = re.compile(
     r"tcp://(?P<host>\*|\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?):(?P<port>\*|\d{1,5})"
 )
 LOCAL_TRANSPORTS = ("ipc://", "inproc://")  # never reachable from another machine
+MAX_BATCH = 64  # largest max_batch (bounds the STATS histogram of batch sizes)
 
 
 @dataclass
@@ -28,7 +29,7 @@ class ServerConfig:
     bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint (tcp://host:port, ipc://path); localhost by default
     schedule: str = "constant"  # default flow schedule when a request names none
     num_steps: int | None = None  # denoise steps; None: the policy's default
-    inject_latency_ms: float = 0.0  # extra time per inference, spread over prefill + steps (emulates a slower GPU)
+    inject_latency_ms: float = 0.0  # extra time per batch, spread over prefill + steps (emulates a slower GPU)
     control_rate_hz: float | None = None  # hint in Metadata; None: the policy's metadata or 50 Hz
     curve_keys: Path | None = None  # directory with server.key / server.key_secret: CurveZMQ on
     allow_dir: Path | None = None  # directory of allowed client public keys (*.key); required with curve_keys
@@ -38,6 +39,14 @@ class ServerConfig:
     # times in a row a client's newer request may cancel its running one (newest wins); after that the running
     # one finishes and the newest waits (vlash.server.jobs). 0: a running request is never cancelled by a newer one
     max_consecutive_cancels: int = 1
+    # requests the model runs together in one batch (one per client); capped by the engine's fixed batch
+    # (PolicyRuntime.max_batch). 1: one request at a time
+    max_batch: int = 8
+    # longest wait for more requests while fewer than max_batch are pending, from the oldest one's receipt; the
+    # wait also ends once it would cost that request a control step (vlash.server.batching). 0: never wait
+    batch_wait_ms: float = 5.0
+    # requests allowed to wait; past that a client without a pending request gets ERROR BUSY (vlash.server.jobs)
+    max_pending: int = 64
     poll_ms: int = 50  # socket poll period: bounds how long stop() takes to be noticed
     latency_window: int = 1000  # served requests kept for the latency percentiles in STATS
     # full requests the model thread runs before serving (`start()` waits for them). Warm up here, not in the
@@ -78,6 +87,13 @@ class ServerConfig:
         cancels = self.max_consecutive_cancels
         if type(cancels) is not int or cancels < 0:
             raise ConfigError(f"max_consecutive_cancels must be an int >= 0, got {cancels!r}")
+        if type(self.max_batch) is not int or not 1 <= self.max_batch <= MAX_BATCH:
+            raise ConfigError(f"max_batch must be an int in [1, {MAX_BATCH}], got {self.max_batch!r}")
+        wait = self.batch_wait_ms
+        if isinstance(wait, bool) or not (isinstance(wait, int | float) and math.isfinite(wait) and 0 <= wait <= 1000):
+            raise ConfigError(f"batch_wait_ms must be in [0, 1000], got {wait!r}")
+        if type(self.max_pending) is not int or self.max_pending < 1:
+            raise ConfigError(f"max_pending must be an int >= 1, got {self.max_pending!r}")
         if type(self.insecure) is not bool:
             raise ConfigError(f"insecure must be a bool, got {self.insecure!r}")
         if not self.is_local and self.curve_keys is None and not self.insecure:

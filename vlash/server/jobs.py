@@ -5,9 +5,14 @@ request replacing its pending one keeps that place (a client that updates its ob
 sent to the back, or a client that sends faster than its turn comes would never be served); a request sent while
 the same client's request runs joins the line when that one ends (no client holds a turn while it is served).
 
-The socket thread submits and resets; the model thread takes jobs one at a time. A job that is already
-running is not removed but cancelled (its `cancelled` event is set); the model thread notices between
-denoise steps and stops.
+The socket thread submits and resets; the model thread takes a batch of jobs at a time (`take_batch`: up to
+max_jobs clients' pending jobs, oldest turn first; one job per client, so several may run at once). A job that
+is already running is not removed but cancelled (its `cancelled` event is set); the model thread notices between
+denoise steps and drops it from its batch.
+
+Admission: at most `max_pending` jobs wait. A request of a client with no pending job while that many wait is
+refused (cancelled BUSY and handed back by `submit`); a client replacing its own pending job is always accepted,
+since it does not grow the queue.
 
 Newest wins, within a budget: a newer request of the same client cancels its running one at most
 `max_consecutive_cancels` times in a row. Past that the running request finishes (its chunk is sent) and the
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from robot_io.protocol import Infer
@@ -27,6 +33,11 @@ from robot_io.protocol import Infer
 SUPERSEDED = "superseded"  # a newer request of the same client arrived
 RESET = "reset"  # the client sent RESET
 SHUTDOWN = "shutdown"  # the server is stopping
+BUSY = "busy"  # refused on arrival: max_pending jobs were waiting
+
+# (t0_s, pending) -> seconds the model thread may still wait for more jobs before it takes a batch (<= 0: take it
+# now); t0_s is the oldest pending job's receipt on the time.monotonic clock. See vlash.server.batching.
+GatherRule = Callable[[float, int], float]
 
 
 @dataclass(eq=False)
@@ -46,31 +57,37 @@ class Job:
 
 
 class JobQueue:
-    """Thread-safe: at most one pending job per client; `take` hands out the longest-waiting one."""
+    """Thread-safe: at most one pending and one running job per client; `take_batch` hands out the
+    longest-waiting ones."""
 
-    def __init__(self, max_consecutive_cancels: int = 1) -> None:
+    def __init__(self, max_consecutive_cancels: int = 1, max_pending: int | None = None) -> None:
+        """`max_pending`: jobs allowed to wait (None: no bound); see the module docstring."""
         self._cond = threading.Condition()
         self._pending: dict[bytes, Job] = {}  # insertion order = arrival order
-        self._running: Job | None = None
+        self._running: dict[bytes, Job] = {}  # client -> its running job
         self._closed = False
         self.max_consecutive_cancels = max_consecutive_cancels
+        self.max_pending = max_pending
         # client -> its running requests cancelled by a newer one since one last ran to its end (only clients
         # with a pending request: cleared when one finishes or on reset, so it never outgrows the queue)
         self._cancels_in_a_row: dict[bytes, int] = {}
 
     def submit(self, job: Job) -> list[Job]:
-        """Queue `job`; returns the client's pending job it replaced (never started), if any. The client's
-        running job, if any, is cancelled as SUPERSEDED (the model thread reports it) unless the client's cancel
-        budget is spent (see the module docstring)."""
+        """Queue `job`; returns the client's pending job it replaced (never started), if any, or `job` itself
+        when it is refused (cancelled SHUTDOWN once closed, BUSY when the queue is full). The client's running
+        job, if any, is cancelled as SUPERSEDED (the model thread reports it) unless the client's cancel budget
+        is spent (see the module docstring)."""
         with self._cond:
-            if self._closed:
-                job.cancel(SHUTDOWN)
-                return [job]
             replaced = self._pending.get(job.client)  # replaced in place below: the client keeps its turn
+            if self._closed or (
+                replaced is None and self.max_pending is not None and len(self._pending) >= self.max_pending
+            ):
+                job.cancel(SHUTDOWN if self._closed else BUSY)
+                return [job]
             if replaced is not None:
                 replaced.cancel(SUPERSEDED)
-            running = self._running
-            if running is not None and running.client == job.client and not running.cancelled.is_set():
+            running = self._running.get(job.client)
+            if running is not None and not running.cancelled.is_set():
                 cancels = self._cancels_in_a_row.get(job.client, 0)
                 if cancels < self.max_consecutive_cancels:
                     running.cancel(SUPERSEDED)
@@ -81,20 +98,38 @@ class JobQueue:
 
     def take(self, timeout_s: float) -> Job | None:
         """The oldest pending job (now running), or None after `timeout_s` or once closed."""
+        batch = self.take_batch(1, timeout_s)
+        return batch[0] if batch else None
+
+    def take_batch(self, max_jobs: int, timeout_s: float, gather: GatherRule | None = None) -> list[Job]:
+        """Up to `max_jobs` pending jobs of distinct clients, oldest turn first (now running); [] after
+        `timeout_s` with none pending, or once closed. With `gather`, once a job is pending and fewer than
+        `max_jobs` are, wait for more as long as `gather(t0_s, pending)` allows (see GatherRule)."""
         with self._cond:
-            if not self._pending and not self._closed:
+            if not self._ready() and not self._closed:
                 self._cond.wait(timeout_s)
-            if self._closed or not self._pending:
-                return None
-            client = next(iter(self._pending))
-            self._running = self._pending.pop(client)
-            return self._running
+            while gather is not None and not self._closed and 0 < len(ready := self._ready()) < max_jobs:
+                wait_s = gather(min(job.received_ns for job in ready) / 1e9, len(ready))
+                if wait_s <= 0:
+                    break
+                self._cond.wait(wait_s)  # a submit wakes it: the rule is asked again with one more pending
+            if self._closed:
+                return []
+            batch = self._ready()[:max_jobs]
+            for job in batch:
+                del self._pending[job.client]
+                self._running[job.client] = job
+            return batch
+
+    def _ready(self) -> list[Job]:
+        """Pending jobs whose client has none running, in turn order (lock held)."""
+        return [job for client, job in self._pending.items() if client not in self._running]
 
     def done(self, job: Job) -> None:
         """The model thread finished `job` (served, failed or cancelled)."""
         with self._cond:
-            if self._running is job:
-                self._running = None
+            if self._running.get(job.client) is job:
+                del self._running[job.client]
             waiting = self._pending.pop(job.client, None)
             if waiting is not None:  # sent while this one ran: its turn starts now, behind those already waiting
                 self._pending[job.client] = waiting
@@ -108,8 +143,9 @@ class JobQueue:
             self._cancels_in_a_row.pop(client, None)
             if self._pending.pop(client, None) is not None:
                 count += 1
-            if self._running is not None and self._running.client == client:
-                self._running.cancel(RESET)
+            running = self._running.get(client)
+            if running is not None:
+                running.cancel(RESET)
                 count += 1
             return count
 
@@ -121,8 +157,8 @@ class JobQueue:
                 job.cancel(SHUTDOWN)
             self._pending.clear()
             self._cancels_in_a_row.clear()
-            if self._running is not None:
-                self._running.cancel(SHUTDOWN)
+            for job in self._running.values():
+                job.cancel(SHUTDOWN)
             self._cond.notify_all()
 
     def __len__(self) -> int:

@@ -1,10 +1,15 @@
 """The policy server: a ROUTER socket owned by one thread, the model in another (`InferenceWorker`).
 
 Socket thread: HELLO -> METADATA, INFER -> checked and queued (newest request per client wins, within a
-cancel budget: vlash.server.jobs; the one it replaces gets ERROR DROPPED), PING/RESET/STATS answered at once,
+cancel budget: vlash.server.jobs; the one it replaces gets ERROR DROPPED; a new client's request while
+ServerConfig.max_pending wait gets ERROR BUSY), PING/RESET/STATS answered at once,
 anything malformed -> ERROR and keep serving; replies produced by the model thread arrive on an inproc PULL
 socket and are forwarded. A message past the size limits is read part by part and released as it is read
 (robot_io.protocol.receive), then refused.
+
+Model thread: takes up to `max_batch` pending requests of distinct clients at a time and runs them as one batch
+(PolicyRuntime.stream_batch); while fewer are pending it waits for more only as long as no robot loses a control
+step by it (vlash.server.batching).
 
 No input ends a serving thread: an exception while handling one message (socket thread) or one request (model
 thread) is answered with ERROR INTERNAL, counted and logged, and the thread goes on. A thread that ends anyway
@@ -46,15 +51,16 @@ from robot_io.protocol import (
 )
 from vlash.errors import ConfigError, ServerError
 from vlash.runtime.policy_runtime import PolicyRuntime
+from vlash.server.batching import BatchGatherer
 from vlash.server.config import ServerConfig
 from vlash.server.curve import CurveServer
-from vlash.server.jobs import Job, JobQueue
+from vlash.server.jobs import BUSY, Job, JobQueue
 from vlash.server.requests import check_infer
 from vlash.server.stats import ServerStats
 from vlash.server.worker import InferenceWorker
 
 log = logging.getLogger(__name__)
-MAX_BATCH = 64  # messages handled per poll wake-up on each socket (keeps both directions moving)
+MESSAGES_PER_WAKE = 64  # messages handled per poll wake-up on each socket (keeps both directions moving)
 
 
 class PolicyServer:
@@ -74,7 +80,11 @@ class PolicyServer:
         self.config = config or ServerConfig()
         self.limits = limits or Limits()
         self.stats = ServerStats(self.config.latency_window)
-        self.jobs = JobQueue(self.config.max_consecutive_cancels)
+        self.jobs = JobQueue(self.config.max_consecutive_cancels, self.config.max_pending)
+        # requests run together: ServerConfig.max_batch, capped by an engine's fixed batch
+        engine_batch = runtime.max_batch
+        self.max_batch = self.config.max_batch if engine_batch is None else min(self.config.max_batch, engine_batch)
+        gatherer = BatchGatherer(self.max_batch, self.config.batch_wait_ms / 1e3, 1.0 / metadata.control_rate_hz)
         self._on_failure = on_failure
         self._failure: BaseException | None = None
         self.endpoint: str | None = None  # the bound endpoint (port resolved), set by start()
@@ -96,6 +106,7 @@ class PolicyServer:
             self.config.inject_latency_ms,
             self.config.warm_up_runs,
             on_failure=self._fail,
+            gatherer=gatherer,
         )
         self._io = threading.Thread(target=self._io_main, name="vlash-socket", daemon=True)
         self._stop = threading.Event()
@@ -213,7 +224,7 @@ class PolicyServer:
         while not self._stop.is_set():
             events = dict(poller.poll(self.config.poll_ms))
             if pull in events:
-                for _ in range(MAX_BATCH):
+                for _ in range(MESSAGES_PER_WAKE):
                     try:
                         frames = pull.recv_multipart(zmq.NOBLOCK, copy=False)
                     except zmq.Again:
@@ -223,9 +234,9 @@ class PolicyServer:
                 self._serve_batch(router)
 
     def _serve_batch(self, router: zmq.Socket) -> None:
-        """Handle the messages waiting on the ROUTER (at most MAX_BATCH). Nothing is kept once this returns:
+        """Handle the messages waiting on the ROUTER (at most MESSAGES_PER_WAKE). Nothing is kept once this returns:
         a refused message's memory goes back at once, not when the next message arrives."""
-        for _ in range(MAX_BATCH):
+        for _ in range(MESSAGES_PER_WAKE):
             try:
                 client, *frames = receive(router, self.limits, zmq.NOBLOCK, envelope=1)
             except zmq.Again:
@@ -296,7 +307,11 @@ class PolicyServer:
             self._error(router, client, ErrorCode.BUSY, "server is shutting down", infer.request_id)
             return
         for old in self.jobs.submit(Job(client, infer)):
-            if old.infer is infer:  # refused: the queue is closed
+            if old.infer is infer and old.reason == BUSY:  # refused: the queue is full
+                self.stats.count("busy")
+                text = f"server busy: {self.config.max_pending} requests waiting; try again"
+                self._error(router, client, ErrorCode.BUSY, text, infer.request_id)
+            elif old.infer is infer:  # refused: the queue is closed
                 self._error(router, client, ErrorCode.BUSY, "server is shutting down", infer.request_id)
             else:
                 self._error(router, client, ErrorCode.DROPPED, "superseded by a newer request", old.infer.request_id)

@@ -1,11 +1,14 @@
-"""The model thread: takes jobs from the queue, runs them through the `PolicyRuntime` and hands the
-replies (encoded frames) to the socket thread through an inproc PUSH socket.
+"""The model thread: takes batches of jobs from the queue (one job per client, gathered by
+vlash.server.batching), runs each batch through `PolicyRuntime.stream_batch` and hands the replies (encoded
+frames) to the socket thread through an inproc PUSH socket.
 
-Every job (unless reset or shut down) ends in one last reply and one count: a final ACTIONS ("served"), or an ERROR
-("errors"; "dropped" when superseded). Nothing a job does ends this thread: a chunk the protocol refuses (a
-diverged model's NaN or inf) is an INTERNAL error, and any other exception while serving a job is answered INTERNAL
-too. An exception outside a job (the queue, the socket) ends the thread; the server then stops (see
-vlash.server.server).
+Each robot of a batch gets its own replies: partial ACTIONS as its rows become final, then its final ACTIONS once
+the batch's results are in. Every job (unless reset or shut down) ends in one last reply and one count: a final
+ACTIONS ("served"), or an ERROR ("errors"; "dropped" when superseded). A job that fails fails alone: a request the
+policy refuses (BAD_VALUE), a chunk the protocol refuses (a diverged model's NaN or inf: INTERNAL) or a cancelled
+one is dropped from its batch and the other rows go on. An exception that fails the whole batch is INTERNAL to
+each of its robots; nothing a batch does ends this thread. An exception outside a batch (the queue, the socket)
+ends the thread; the server then stops (see vlash.server.server).
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import zmq
 
 from robot_io.protocol import Actions, Error, ErrorCode, MessageError, encode
 from vlash.runtime.loading import warm_up
-from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
+from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult, PolicyRuntime
+from vlash.server.batching import BatchGatherer
 from vlash.server.jobs import SUPERSEDED, Job, JobQueue
 from vlash.server.stats import ServerStats
 
@@ -38,6 +43,25 @@ class BadOutput(Exception):
     """The model's output cannot be sent: not finite (the model diverged), or refused by the protocol."""
 
 
+@dataclass(eq=False)
+class Row:
+    """One job of the running batch."""
+
+    job: Job
+    queue_ms: float  # receipt -> batch start
+    request: ChunkRequest = field(init=False)
+    needed: int = 0  # leading rows of the chunk the request asks for (PolicyRuntime.rows_needed)
+    failure: Exception | None = None  # why it cannot go on (cancelled, its partial ACTIONS refused): dropped
+    answered: bool = False  # its last reply went out (at once when dropped, else once the batch ends)
+
+    def __post_init__(self) -> None:
+        self.request = ChunkRequest.from_infer(self.job.infer)
+
+    @property
+    def live(self) -> bool:
+        return self.failure is None and not self.job.cancelled.is_set()
+
+
 class InferenceWorker(threading.Thread):
     def __init__(
         self,
@@ -49,12 +73,16 @@ class InferenceWorker(threading.Thread):
         inject_latency_ms: float = 0.0,
         warm_up_runs: int = 0,
         on_failure: Callable[[BaseException], None] | None = None,
+        gatherer: BatchGatherer | None = None,
     ) -> None:
-        """`on_failure(exc)` runs on this thread if it ends by an exception while serving (not at warm-up)."""
+        """`on_failure(exc)` runs on this thread if it ends by an exception while serving (not at warm-up).
+        `gatherer`: how batches are gathered (None: one request at a time)."""
         super().__init__(name="vlash-model", daemon=True)
         self.runtime, self.jobs, self.stats = runtime, jobs, stats
+        self.gatherer = gatherer or BatchGatherer(max_batch=1, batch_wait_s=0.0, control_period_s=1.0)
         self._context, self._outbox = context, outbox
-        self._stage_s = inject_latency_ms / 1e3 / (runtime.num_steps + 1)  # prefill + each step
+        # emulated device time per stage (prefill + each step), spent once per stage of a batch
+        self._stage_s = inject_latency_ms / 1e3 / (runtime.num_steps + 1)
         self._stopping = threading.Event()
         self._push: zmq.Socket | None = None
         self._warm_up_runs = warm_up_runs
@@ -93,23 +121,122 @@ class InferenceWorker(threading.Thread):
         self._push.connect(self._outbox)
         try:
             while not self._stopping.is_set():
-                job = self.jobs.take(timeout_s=0.1)
-                if job is not None:
-                    try:
-                        self._serve_guarded(job)
-                    finally:
+                batch = self.jobs.take_batch(self.gatherer.max_batch, timeout_s=0.1, gather=self.gatherer)
+                try:
+                    if batch:
+                        self._serve_batch(batch)
+                finally:
+                    for job in batch:
                         self.jobs.done(job)
         finally:
             self._push.close(linger=0)
 
-    def _serve_guarded(self, job: Job) -> None:
-        """Serve one job; an exception that escapes it (a bug, a reply that cannot be built) is this job's
-        INTERNAL error, never the end of the thread that serves every client."""
+    def _serve_batch(self, jobs: list[Job]) -> None:
+        """Serve one batch. An exception that fails the whole batch (the model, a bug, a reply that cannot be
+        built) is INTERNAL to each of its robots, never the end of the thread that serves every client."""
+        start_ns = time.monotonic_ns()
+        rows = [Row(job, (start_ns - job.received_ns) / 1e6) for job in jobs]
+        self.stats.batch([row.queue_ms for row in rows])
         try:
-            self._serve(job)
-        except Exception as exc:  # noqa: BLE001 - answered and counted; the next job is served as usual
+            outcomes = self._run(rows)
+        except Exception as exc:  # noqa: BLE001 - answered and counted; the next batch is served as usual
+            log.exception("a batch of %d requests failed", len(rows))
+            outcomes = [exc] * len(rows)
+        else:
+            self.gatherer.measured(len(rows), (time.monotonic_ns() - start_ns) / 1e9)
+        for row, outcome in zip(rows, outcomes, strict=True):  # a row whose partial ACTIONS failed ends with that
+            self._answer(row, row.failure or outcome)
+
+    def _run(self, rows: list[Row]) -> list[ChunkResult | Exception]:
+        """Run the batch, sending each robot its partial ACTIONS; each row's outcome (a result or an exception)."""
+        for row in rows:
+            try:  # H, or fewer rows for a horizon-aware request with an execution horizon (the sampler stops early)
+                row.needed = self.runtime.rows_needed(row.request)
+            except ValueError as exc:  # the request does not fit the policy: BAD_VALUE, dropped at its first stage
+                row.failure = exc
+        hooks = [self._row_hook(row) for row in rows]
+        stream = self.runtime.stream_batch([row.request for row in rows], hooks, self._stage_hook(rows))
+        for batch_piece in stream:
+            row, piece = rows[batch_piece.row], batch_piece.piece
+            if row.failure is None and piece.start + len(piece.actions) < row.needed:  # the final carries the rest
+                elapsed = {"elapsed_ms": (time.monotonic_ns() - row.job.received_ns) / 1e6}
+                try:
+                    self._send(row.job, self._actions(row.job, piece.start, piece.actions, False, elapsed))
+                except BadOutput as exc:  # this robot only: its row is dropped before the next stage
+                    row.failure = exc
+        return stream.result
+
+    def _stage_hook(self, rows: list[Row]) -> Callable[[str], None]:
+        def hook(stage: str) -> None:
+            """Emulated device time, once per stage of the batch; cut short once no row is left running."""
+            deadline = time.monotonic() + self._stage_s
+            while (left := deadline - time.monotonic()) > 0:
+                live = [row for row in rows if row.live]
+                if not live:
+                    return
+                live[0].job.cancelled.wait(left)
+
+        return hook
+
+    def _row_hook(self, row: Row) -> Callable[[str], None]:
+        def hook(stage: str) -> None:
+            """Drops the row from its batch once it failed or its job was cancelled; its robot is answered now,
+            not when the rest of the batch ends."""
+            if row.failure is None and row.job.cancelled.is_set():
+                row.failure = Cancelled(row.job.reason)
+            if row.failure is not None:
+                self._answer(row, row.failure)
+                raise row.failure
+
+        return hook
+
+    def _answer(self, row: Row, outcome: ChunkResult | Exception) -> None:
+        """The last reply of one robot of the batch, once. An exception that escapes (a bug, a reply that cannot
+        be built) is this robot's INTERNAL error, and the other robots are answered as usual."""
+        if row.answered:
+            return
+        row.answered = True
+        job = row.job
+        try:
+            self._finish(row, outcome)
+        except Exception as exc:  # noqa: BLE001 - answered and counted
             log.exception("request %d of client %s failed outside the model", job.infer.request_id, job.client.hex())
             self._error(job, ErrorCode.INTERNAL, f"the server failed serving this request: {type(exc).__name__}")
+
+    def _finish(self, row: Row, outcome: ChunkResult | Exception) -> None:
+        """The last reply of one robot: its final ACTIONS or its ERROR (nothing after a reset or shutdown)."""
+        job = row.job
+        if isinstance(outcome, Cancelled):
+            if job.reason == SUPERSEDED:
+                self._error(job, ErrorCode.DROPPED, "superseded by a newer request of the same client")
+            return
+        if isinstance(outcome, Exception):
+            self._fail(job, outcome)
+            return
+        timing = {"queue_ms": row.queue_ms, **outcome.timing_ms}
+        timing.update({f"step_{i}_ms": ms for i, ms in enumerate(outcome.step_ms)})
+        timing["server_ms"] = (time.monotonic_ns() - job.received_ns) / 1e6
+        first_action_ms = row.queue_ms + outcome.timing_ms["first_action_ms"]
+        # rows [0, final_rows): the whole chunk, or the rows an early stop left final (docs/PROTOCOL.md, ACTIONS)
+        rows = outcome.actions[: outcome.final_rows]
+        try:
+            final = self._encode(self._actions(job, 0, rows, True, timing))  # served only once it encodes
+        except BadOutput as exc:
+            self._fail(job, exc)
+            return
+        self.stats.served(timing["server_ms"], first_action_ms, job.client)  # counted before the client sees it
+        self._send_frames(job, final)
+
+    def _fail(self, job: Job, exc: Exception) -> None:
+        """The ERROR for a job that failed with `exc`."""
+        if isinstance(exc, BadOutput):  # a diverged model: the client holds, the next request may well be fine
+            log.error("request %d: %s", job.infer.request_id, exc)
+            self._error(job, ErrorCode.INTERNAL, str(exc))
+        elif isinstance(exc, ValueError):  # ShapeError included: the request does not fit the policy
+            self._error(job, ErrorCode.BAD_VALUE, str(exc))
+        else:  # the server keeps serving; the client learns the request failed
+            log.error("request %d failed: %r", job.infer.request_id, exc)
+            self._error(job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
     def _send(self, job: Job, message: Actions | Error) -> None:
         self._send_frames(job, self._encode(message))
@@ -127,53 +254,6 @@ class InferenceWorker(threading.Thread):
             return encode(message)
         except MessageError as exc:
             raise BadOutput(f"the model's chunk cannot be sent: {exc.detail}") from exc
-
-    def _hook(self, job: Job) -> object:
-        def hook(stage: str) -> None:
-            if self._stage_s > 0:
-                job.cancelled.wait(self._stage_s)  # emulated device time, cut short by a cancel
-            if job.cancelled.is_set():
-                raise Cancelled(job.reason)
-
-        return hook
-
-    def _serve(self, job: Job) -> None:
-        infer = job.infer
-        queue_ms = (time.monotonic_ns() - job.received_ns) / 1e6
-        request = ChunkRequest.from_infer(infer)
-        try:
-            # H, or fewer rows for a horizon-aware request with an execution horizon (the sampler stops early)
-            needed = self.runtime.rows_needed(request)
-            stream = self.runtime.stream(request, self._hook(job))
-            for piece in stream:
-                if piece.start + len(piece.actions) < needed:  # the final message carries the rest
-                    elapsed = {"elapsed_ms": (time.monotonic_ns() - job.received_ns) / 1e6}
-                    self._send(job, self._actions(job, piece.start, piece.actions, False, elapsed))
-            result = stream.result
-            timing = {"queue_ms": queue_ms, **result.timing_ms}
-            timing.update({f"step_{i}_ms": ms for i, ms in enumerate(result.step_ms)})
-            timing["server_ms"] = (time.monotonic_ns() - job.received_ns) / 1e6
-            first_action_ms = queue_ms + result.timing_ms["first_action_ms"]
-            # rows [0, final_rows): the whole chunk, or the rows an early stop left final (docs/PROTOCOL.md, ACTIONS)
-            rows = result.actions[: result.final_rows]
-            final = self._encode(self._actions(job, 0, rows, True, timing))  # served only once it encodes
-        except Cancelled:
-            if job.reason == SUPERSEDED:
-                self._error(job, ErrorCode.DROPPED, "superseded by a newer request of the same client")
-            return
-        except BadOutput as exc:  # a diverged model: the client holds, the next request may well be fine
-            log.error("request %d: %s", infer.request_id, exc)
-            self._error(job, ErrorCode.INTERNAL, str(exc))
-            return
-        except ValueError as exc:  # ShapeError included: the request does not fit the policy
-            self._error(job, ErrorCode.BAD_VALUE, str(exc))
-            return
-        except Exception as exc:  # the server keeps serving; the client learns the request failed
-            log.exception("request %d failed", infer.request_id)
-            self._error(job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-            return
-        self.stats.served(timing["server_ms"], first_action_ms)  # counted before the client sees the reply
-        self._send_frames(job, final)
 
     def _actions(self, job: Job, start: int, actions, final: bool, timing: dict[str, float]) -> Actions:
         infer = job.infer

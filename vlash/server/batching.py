@@ -1,0 +1,84 @@
+"""When the model thread takes a batch: it waits for more requests only while no robot loses a control step by it.
+
+The model thread is free and b requests are pending (b < max_batch). Running them now, the oldest (received at t0)
+would finish at about now + L(b); waiting for one more and running b + 1 from `now` on, at now + L(b + 1). Against
+running it alone at once (t0 + L(1)) the wait costs it now + L(b + 1) - (t0 + L(1)). The model thread keeps waiting
+only while that cost is below one control period T (1 / the policy's control rate, METADATA's `control_rate_hz`),
+now - t0 < batch_wait_s, and b < max_batch; a batch of max_batch is taken at once.
+
+L(b) is the running median of the measured service times of batches of b (model time from the batch's start to
+its last result, including the emulated latency of `inject_latency_ms`). A size not measured yet counts as L(1):
+no cost estimate, so until then only batch_wait_s bounds the wait; without any measurement of L(1) the cost is 0
+as well. Every batch taken measures its size, so the estimates fill in as the server runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
+
+WINDOW = 16  # service times kept per batch size for the running median
+
+
+class ServiceTimes:
+    """L(b): the running median of the last WINDOW service times of batches of b (seconds)."""
+
+    def __init__(self, window: int = WINDOW) -> None:
+        self._window = window
+        self._times: dict[int, deque[float]] = {}
+
+    def record(self, size: int, seconds: float) -> None:
+        self._times.setdefault(size, deque(maxlen=self._window)).append(seconds)
+
+    def estimate(self, size: int) -> float | None:
+        """The median service time of a batch of `size`; None before one was measured."""
+        times = self._times.get(size)
+        return statistics.median(times) if times else None
+
+    def extra_s(self, size: int) -> float:
+        """L(size) - L(1): how much later a batch of `size` ends than one request alone (see the module
+        docstring for sizes not measured yet)."""
+        alone = self.estimate(1)
+        batched = self.estimate(size)
+        if alone is None or batched is None:
+            return 0.0
+        return batched - alone
+
+
+class BatchGatherer:
+    """The gathering rule (a vlash.server.jobs.GatherRule): `wait_s(t0_s, pending)` says how long the model thread
+    may still wait for more requests. Its clock is injected (time.monotonic, the clock of Job.received_ns)."""
+
+    def __init__(
+        self,
+        max_batch: int,
+        batch_wait_s: float,
+        control_period_s: float,
+        times: ServiceTimes | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_batch, self.batch_wait_s, self.control_period_s = max_batch, batch_wait_s, control_period_s
+        self.times = times or ServiceTimes()
+        self._clock = clock
+
+    def wait_s(self, t0_s: float, pending: int) -> float:
+        """Seconds the model thread may keep waiting for more requests (<= 0: take the batch now), with `pending`
+        requests waiting, the oldest received at `t0_s`."""
+        if pending >= self.max_batch:
+            return 0.0
+        now = self._clock()
+        by_wait = t0_s + self.batch_wait_s - now  # now - t0 < batch_wait_s
+        # now + L(b + 1) - (t0 + L(1)) < T: the oldest request ends less than one control step later
+        by_deadline = t0_s + self.control_period_s - self.times.extra_s(pending + 1) - now
+        return min(by_wait, by_deadline)
+
+    __call__ = wait_s
+
+    def keep_waiting(self, t0_s: float, pending: int) -> bool:
+        return self.wait_s(t0_s, pending) > 0
+
+    def measured(self, size: int, seconds: float) -> None:
+        """A batch of `size` took `seconds` of model time."""
+        self.times.record(size, seconds)
