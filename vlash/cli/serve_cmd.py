@@ -20,7 +20,7 @@ from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import DTYPES
 from vlash.policies.policy_dir import CheckpointOptions
-from vlash.policies.policy_source import PolicyKind, PolicySource
+from vlash.policies.policy_source import PolicyKind, PolicySource, looks_like_path
 from vlash.runtime.loading import LoadedRuntime, load_runtime
 from vlash.server.config import OpenpiConfig, ServerConfig
 from vlash.server.openpi_endpoint import OpenpiEndpoint
@@ -46,6 +46,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule", choices=("constant", "horizon-aware"), default="constant", help="default schedule")
     p.add_argument("--steps", type=positive_int, default=None, help="denoise steps (default: the policy's)")
     p.add_argument("--inject-latency", type=float, default=0.0, metavar="MS", help="extra ms per inference")
+    p.add_argument("--max-batch", type=positive_int, default=ServerConfig.max_batch, help="requests run together")
+    p.add_argument(
+        "--batch-wait-ms", type=float, default=ServerConfig.batch_wait_ms, metavar="MS", help="longest wait to batch"
+    )
+    p.add_argument("--max-pending", type=positive_int, default=ServerConfig.max_pending, help="waiting; then BUSY")
     p.add_argument("--curve-keys", type=Path, default=None, help="directory with server.key_secret (CurveZMQ)")
     p.add_argument("--allow", type=Path, default=None, help="directory of allowed client public keys (*.key)")
     p.add_argument("--threads", type=positive_int, default=None, help=f"CPU threads for torch (default: {RULE})")
@@ -62,6 +67,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--openpi-host", default="127.0.0.1", metavar="HOST", help="interface (localhost by default)")
     g.add_argument("--openpi-profile", choices=list(PROFILES), default="auto", help="observation keys (auto: detect)")
     g.add_argument("--openpi-map", type=Path, metavar="FILE.yaml", help="YAML observation map (configs/openpi/)")
+    r = p.add_argument_group(
+        "a fleet on Ray Serve (pip install 'vlash[fleet]')",
+        "model replicas behind an openpi websocket ingress on --openpi-host/--openpi-port (8000 unless given), "
+        "batching as --max-batch and --batch-wait-ms say; no ZeroMQ endpoint",
+    )
+    r.add_argument("--ray", action="store_true", help="serve the policy as a Ray Serve fleet")
+    r.add_argument("--replicas", type=positive_int, default=1, help="model replicas")
+    r.add_argument(
+        "--replica-gpus", type=float, default=None, metavar="N", help="GPUs per replica (default: 1 with cuda, else 0)"
+    )
+    r.add_argument("--ray-address", default=None, metavar="ADDR", help="a running Ray cluster (default: start one)")
 
 
 ACCEPTED = {
@@ -84,8 +100,8 @@ class ServePlan:
     options: CheckpointOptions
 
 
-def plan(args: argparse.Namespace) -> ServePlan:
-    """Check every argument, endpoint and port (one-line errors, nothing heavy loaded)."""
+def policy_plan(args: argparse.Namespace) -> tuple[PolicySource, str, CheckpointOptions]:
+    """The policy, its engine and checkpoint options, checked (one-line errors, nothing heavy loaded)."""
     source = policy_source(args, "serve", ACCEPTED)
     engine = args.engine or "torch"
     if source.kind is PolicyKind.ARTIFACT:
@@ -102,11 +118,23 @@ def plan(args: argparse.Namespace) -> ServePlan:
                 f"/ openpi directories; --policy {source.value!r} is {source.describe()}, which takes no "
                 f"{', '.join(unused)}"
             )
+    return source, engine, options
+
+
+def plan(args: argparse.Namespace) -> ServePlan:
+    """Check every argument, endpoint and port (one-line errors, nothing heavy loaded)."""
+    source, engine, options = policy_plan(args)
+    fleet_only = [flag for flag, dest, default in FLEET_FLAGS if getattr(args, dest) != default]
+    if fleet_only:
+        raise ConfigError(f"{', '.join(fleet_only)} configure a Ray Serve fleet: add --ray")
     config = ServerConfig(
         bind=args.bind,
         schedule=args.schedule,
         num_steps=args.steps,
         inject_latency_ms=args.inject_latency,
+        max_batch=args.max_batch,
+        batch_wait_ms=args.batch_wait_ms,
+        max_pending=args.max_pending,
         curve_keys=args.curve_keys,
         allow_dir=args.allow,
         warm_up_runs=0 if args.no_warmup else 2,  # on the model thread: see ServerConfig.warm_up_runs
@@ -139,6 +167,8 @@ def load(served: ServePlan, args: argparse.Namespace) -> LoadedRuntime:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.ray:
+        return run_fleet(args)
     served = plan(args)
     torch.set_num_threads(served.threads)
     loaded = load(served, args)
@@ -178,4 +208,80 @@ def run(args: argparse.Namespace) -> int:
     if server.failure is not None:  # non-zero, so a supervisor (systemd, k8s) restarts the server
         print(f"vlash serve: error: the server stopped: {server.failure!r}", file=sys.stderr, flush=True)
         return 1
+    return 0
+
+
+# (flag, dest, default): the ZeroMQ server's flags, which a fleet refuses rather than ignores, and the fleet's own
+ZMQ_FLAGS = [
+    ("--bind", "bind", "tcp://127.0.0.1:5555"),
+    ("--insecure", "insecure", False),
+    ("--curve-keys", "curve_keys", None),
+    ("--allow", "allow", None),
+    ("--inject-latency", "inject_latency", 0.0),
+    ("--threads", "threads", None),
+    ("--stats-every", "stats_every", 30.0),
+    ("--max-pending", "max_pending", ServerConfig.max_pending),
+]
+FLEET_FLAGS = [
+    ("--replicas", "replicas", 1),
+    ("--replica-gpus", "replica_gpus", None),
+    ("--ray-address", "ray_address", None),
+]
+
+
+def run_fleet(args: argparse.Namespace) -> int:
+    """`vlash serve --ray`: the policy on Ray Serve (vlash.fleet) until SIGINT / SIGTERM."""
+    zmq_only = [flag for flag, dest, default in ZMQ_FLAGS if getattr(args, dest) != default]
+    if zmq_only:
+        raise ConfigError(f"{', '.join(zmq_only)} configure the ZeroMQ server, which --ray does not start")
+    try:
+        from vlash.fleet.app import serve_fleet
+        from vlash.fleet.config import FleetConfig
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in ("ray", "fastapi", "starlette"):
+            raise
+        raise ConfigError(
+            f"vlash serve --ray needs Ray Serve ({exc.name} is missing): pip install 'vlash[fleet]'"
+        ) from None
+    source, engine, options = policy_plan(args)
+    named = source.kind in (PolicyKind.PRESET, PolicyKind.SHIPPED)  # a name: found on every node
+    policy = str(Path(source.value).resolve()) if named and looks_like_path(source.value) else source.value
+    gpus = args.replica_gpus if args.replica_gpus is not None else float(args.device.startswith("cuda"))
+    config = FleetConfig(
+        policy=policy if named else None,
+        checkpoint=None if named else str(Path(source.path).resolve()),
+        random_weights=source.kind is PolicyKind.PRESET,
+        device=args.device,
+        dtype=args.dtype,
+        engine=engine,
+        num_steps=args.steps,
+        schedule=args.schedule,
+        checkpoint_options=options,
+        allow_failed_gate=args.allow_failed_gate,
+        warm_up_runs=0 if args.no_warmup else 2,
+        num_replicas=args.replicas,
+        num_gpus=gpus,
+        max_batch=args.max_batch,
+        batch_wait_ms=args.batch_wait_ms,
+        openpi_profile=args.openpi_profile,
+        openpi_map=None if args.openpi_map is None else str(args.openpi_map),
+    )
+    host, port = args.openpi_host, 8000 if args.openpi_port is None else args.openpi_port
+    if port == 0:
+        raise ConfigError("--openpi-port 0: Ray Serve's HTTP proxy needs a fixed port with --ray")
+    if args.ray_address is None:
+        check_tcp_port(host, port, "--openpi-port")
+
+    def ready(url: str) -> None:
+        print(
+            f"vlash serve --ray: openpi clients on {url} ({config.num_replicas} model replicas, "
+            f"{config.num_gpus:g} GPU each, device={config.device}, batches of up to {config.max_batch}); "
+            "Ctrl-C stops",
+            flush=True,
+        )
+
+    if not serve_fleet(config, host, port, args.ray_address, ready):  # runs until SIGINT / SIGTERM
+        print("vlash serve --ray: interrupted before every replica was running", file=sys.stderr, flush=True)
+        return 130
+    print("vlash serve --ray: stopped", flush=True)
     return 0

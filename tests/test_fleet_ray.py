@@ -1,0 +1,373 @@
+"""A fleet on Ray Serve (vlash.fleet): per-request replies of a batch, the config and the `serve run` file, and a
+local Ray cluster over loopback: two model replicas of a micro policy behind the openpi ingress, three simulated
+robots driving it, one replica killed, every robot served on and the replica count restored.
+
+Skipped without Ray (`pip install 'vlash[fleet]'`)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+
+ray = pytest.importorskip("ray")
+serve = pytest.importorskip("ray.serve")
+
+from tests.server.conftest import PROMPT, STEPS, make_runtime, write_policy  # noqa: E402
+from tests.server.test_openpi_endpoint import OpenpiTestClient  # noqa: E402
+from vlash.errors import ConfigError  # noqa: E402
+from vlash.fleet.app import APP_NAME, build_app, fleet_app  # noqa: E402
+from vlash.fleet.batch import RequestFailed, replies, run_batch  # noqa: E402
+from vlash.fleet.config import FleetConfig  # noqa: E402
+from vlash.fleet.ingress import OpenpiIngress  # noqa: E402
+from vlash.fleet.model import PolicyModel  # noqa: E402
+from vlash.runtime.policy_runtime import ChunkRequest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVE_RUN_CONFIG = ROOT / "configs" / "ray" / "pi05_tiny.yaml"
+ROBOTS = 3
+MORE_CHUNKS = 3  # each robot's chunks after the kill
+WAIT_S = 60.0  # the longest any wait here takes
+
+
+# --- batches: one reply per request -------------------------------------------------------------------------
+class FakeRuntime:
+    """`run` fails on prompts starting with "bad" (ValueError) or "bug" (RuntimeError); "nan" returns NaN."""
+
+    def __init__(self, horizon: int = 4) -> None:
+        self.horizon = horizon
+
+    def run(self, request: ChunkRequest):
+        from vlash.runtime.policy_runtime import ChunkResult
+
+        if request.prompt.startswith("bad"):
+            raise ValueError("state: expected 2 dims")
+        if request.prompt.startswith("bug"):
+            raise RuntimeError("CUDA error: an illegal memory access")
+        value = np.nan if request.prompt == "nan" else float(request.state[0])
+        actions = np.full((self.horizon, 2), value, np.float32)
+        return ChunkResult(actions, np.zeros(self.horizon, np.int64), 1, self.horizon, 0, {"total_ms": 1.0})
+
+
+def _request(prompt: str, x: float = 0.0) -> ChunkRequest:
+    return ChunkRequest(images={}, state=np.array([x, 0.0], np.float32), prompt=prompt)
+
+
+def test_a_failed_request_is_its_own_reply_and_never_the_batchs():
+    runtime = FakeRuntime()
+    requests = [_request("go", 1.0), _request("bad"), _request("bug"), _request("nan"), _request("go", 2.0)]
+    out = replies(runtime, requests)
+    assert [float(out[i].actions[0, 0]) for i in (0, 4)] == [1.0, 2.0]
+    assert out[1] == RequestFailed("state: expected 2 dims", internal=False)
+    assert out[2] == RequestFailed("RuntimeError: CUDA error: an illegal memory access", internal=True)
+    assert isinstance(out[3], RequestFailed) and out[3].internal and "NaN" in out[3].message
+
+
+def test_run_batch_is_used_when_the_runtime_has_it_and_its_failure_fails_every_request():
+    class Batched(FakeRuntime):
+        calls: list[int] = []
+
+        def run_batch(self, requests):
+            self.calls.append(len(requests))
+            if any(r.prompt == "crash" for r in requests):
+                raise RuntimeError("device lost")
+            return [self.run(r) for r in requests]
+
+    runtime = Batched()
+    assert len(run_batch(runtime, [_request("go"), _request("go")])) == 2 and Batched.calls == [2]
+    out = replies(runtime, [_request("go"), _request("crash")])
+    assert out == [RequestFailed("RuntimeError: device lost", internal=True)] * 2
+    fallback = run_batch(FakeRuntime(), [_request("bad"), _request("go", 3.0)])  # no run_batch: one by one
+    assert isinstance(fallback[0], ValueError) and float(fallback[1].actions[0, 0]) == 3.0
+
+
+def test_health_fails_after_internal_failures_in_a_row_or_a_hung_batch():
+    model = object.__new__(PolicyModel.func_or_class)  # the health logic only, no runtime
+    model.config = FleetConfig(policy="pi05-tiny", random_weights=True, unhealthy_after=2, infer_timeout_s=1.0)
+    model.failures_in_a_row, model.broken, model._batch_started = 0, None, None
+    bug, bad = RequestFailed("RuntimeError: x", internal=True), RequestFailed("bad state", internal=False)
+    for reply in (bug, bad, FakeRuntime().run(_request("go")), bug):  # a success resets, a bad request counts not
+        model._count(reply)
+    model.check_health()
+    model._count(bug)
+    with pytest.raises(RuntimeError, match="2 requests in a row"):
+        model.check_health()
+    model.failures_in_a_row, model.broken, model._batch_started = 0, None, time.monotonic() - 2.0
+    with pytest.raises(RuntimeError, match="infer_timeout_s"):
+        model.check_health()
+
+
+# --- the ingress's calls to the model deployment ----------------------------------------------------------------
+class FakeResponse:
+    """A DeploymentResponse that raises or returns `outcome` (None: never answers)."""
+
+    def __init__(self, outcome) -> None:
+        self.outcome, self.cancelled = outcome, False
+
+    def __await__(self):
+        yield from asyncio.sleep(0 if self.outcome is not None else 3600).__await__()
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeModel:
+    """A DeploymentHandle whose `infer` calls end as `outcomes` says, one per call."""
+
+    def __init__(self, *outcomes) -> None:
+        self.outcomes, self.sent = list(outcomes), []
+
+    @property
+    def infer(self):
+        return self
+
+    def remote(self, request):
+        self.sent.append(FakeResponse(self.outcomes.pop(0) if len(self.outcomes) > 1 else self.outcomes[0]))
+        return self.sent[-1]
+
+
+def _ingress(model: FakeModel, timeout_s: float) -> SimpleNamespace:
+    """What OpenpiIngress._call reads of its replica (the call logic only, no Ray)."""
+    config = FleetConfig(policy="pi05-tiny", random_weights=True, infer_timeout_s=timeout_s)
+    return SimpleNamespace(model=model, config=config, retries=0)
+
+
+def _infer(ingress: SimpleNamespace) -> object:
+    return asyncio.run(OpenpiIngress.func_or_class._call(ingress, "infer", _request("go")))
+
+
+def test_the_ingress_retries_a_dead_replica_within_the_timeout():
+    from ray.exceptions import ActorDiedError, ActorUnavailableError
+
+    from robot_io.errors import DeadlineExceeded
+
+    ingress = _ingress(FakeModel(ActorDiedError(), ActorUnavailableError("gone", None), "chunk"), timeout_s=5.0)
+    assert _infer(ingress) == "chunk" and ingress.retries == 2
+    every_replica_dead = _ingress(FakeModel(ActorDiedError()), timeout_s=0.3)
+    with pytest.raises(DeadlineExceeded, match="no live model replica"):
+        _infer(every_replica_dead)
+    assert every_replica_dead.retries >= 2
+    hung = _ingress(FakeModel(None), timeout_s=0.2)
+    with pytest.raises(DeadlineExceeded, match="no reply from the policy within 0.2 s"):
+        _infer(hung)
+    assert hung.model.sent[0].cancelled and hung.retries == 0
+    other = _ingress(FakeModel(KeyError("a bug")), timeout_s=5.0)  # not a replica failure: no retry
+    with pytest.raises(KeyError):
+        _infer(other)
+    assert other.retries == 0
+
+
+# --- configuration --------------------------------------------------------------------------------------------
+def test_the_serve_run_file_is_a_valid_serve_config_that_builds_the_fleet():
+    from ray.serve.schema import ServeDeploySchema
+
+    doc = yaml.safe_load(SERVE_RUN_CONFIG.read_text())
+    (app,) = ServeDeploySchema.model_validate(doc).applications
+    assert app.import_path == "vlash.fleet.app:build_app"
+    config = FleetConfig.from_mapping(app.args)
+    assert (config.policy, config.random_weights, config.device, config.num_replicas) == ("pi05-tiny", True, "cpu", 2)
+    assert isinstance(build_app(app.args), serve.Application)
+
+
+def test_fleet_config_refuses_what_ray_cannot_run():
+    with pytest.raises(ConfigError, match="unknown fleet keys"):
+        FleetConfig.from_mapping({"policy": "pi05-tiny", "replicas": 2})
+    with pytest.raises(ConfigError, match="set num_gpus"):
+        FleetConfig(policy="pi05-tiny", device="cuda")  # a GPU replica must reserve its GPU
+    with pytest.raises(ConfigError, match="Ray gives each replica its GPU"):
+        FleetConfig(policy="pi05-tiny", device="cuda:1", num_gpus=1)
+    with pytest.raises(ConfigError, match="exactly one of policy and checkpoint"):
+        FleetConfig()
+    with pytest.raises(ConfigError, match="relative_mask"):
+        FleetConfig(checkpoint="/x", checkpoint_options={"relative_mask": "1,0"})
+    assert FleetConfig(policy="pi05-tiny", num_gpus=1).device == "cuda"
+
+
+def test_vlash_serve_keeps_the_fleet_flags_and_the_zeromq_flags_apart():
+    import vlash.cli.serve_cmd as serve_cmd
+    from vlash.cli.main import parse_args
+
+    preset = ["serve", "--policy", "pi05-tiny", "--random-weights"]
+    with pytest.raises(ConfigError, match="--replicas configure a Ray Serve fleet: add --ray"):
+        serve_cmd.plan(parse_args([*preset, "--replicas", "2"]))
+    with pytest.raises(ConfigError, match="--bind, --threads configure the ZeroMQ server"):
+        serve_cmd.run(parse_args([*preset, "--ray", "--bind", "tcp://127.0.0.1:6000", "--threads", "2"]))
+    with pytest.raises(ConfigError, match="needs a fixed port"):
+        serve_cmd.run(parse_args([*preset, "--ray", "--openpi-port", "0"]))
+
+
+def test_vlash_serve_ray_without_ray_names_the_extra():
+    block_ray = (
+        "import importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'ray':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from vlash.cli.main import main\n"
+        "sys.exit(main(['serve', '--ray', '--policy', 'pi05-tiny', '--random-weights']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", block_ray], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "vlash serve --ray needs Ray Serve" in out.stderr and "pip install 'vlash[fleet]'" in out.stderr
+
+
+# --- a fleet on a local Ray cluster -------------------------------------------------------------------------------
+@contextmanager
+def deadline(seconds: float, what: str) -> Iterator[None]:
+    """A hard bound on a block that makes blocking Ray calls (SIGALRM raises in the main thread)."""
+
+    def expire(*_):
+        raise TimeoutError(f"{what}: over {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory) -> Path:
+    return write_policy(tmp_path_factory.mktemp("fleet"))
+
+
+@pytest.fixture(scope="module")
+def fleet(policy_dir) -> Iterator[str]:
+    """Two model replicas (no CPU reserved: a 2-core machine) behind one ingress; yields the ws:// URL."""
+    config = FleetConfig(
+        checkpoint=str(policy_dir), num_steps=STEPS, num_replicas=2, num_cpus=0, ingress_num_cpus=0, warm_up_runs=1
+    )
+    port = _free_port()
+    try:
+        with deadline(WAIT_S, "starting the fleet"):
+            ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            serve.run(fleet_app(config), name=APP_NAME, route_prefix="/")  # returns once every replica runs
+        yield f"ws://127.0.0.1:{port}"
+    finally:
+        with deadline(WAIT_S, "stopping the fleet"):
+            serve.shutdown()
+            ray.shutdown()
+
+
+class Robot(threading.Thread):
+    """An openpi robot script: one observation, one chunk, again, until stopped; any error ends it."""
+
+    def __init__(self, url: str, seed: int) -> None:
+        super().__init__(name=f"robot-{seed}", daemon=True)
+        self.url, self.seed = url, seed
+        self.chunks: list[float] = []  # monotonic receive time of each chunk
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        try:
+            client = OpenpiTestClient(self.url)
+            try:
+                meta = client.metadata
+                size = meta["cameras"][0]["height"]
+                image = np.random.default_rng(self.seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+                observation = {"images": {"base_0_rgb": image}, "state": np.zeros(2, np.float32), "prompt": PROMPT}
+                while not self.stop.is_set():
+                    actions = client.infer(observation)["actions"]
+                    assert actions.shape == (meta["chunk_length"], meta["action_dim"]) and np.isfinite(actions).all()
+                    self.chunks.append(time.monotonic())
+            finally:
+                client.close()
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            self.error = exc
+
+    def chunks_since(self, t: float) -> int:
+        return sum(1 for c in list(self.chunks) if c > t)
+
+
+def _wait(condition, what: str, timeout_s: float = WAIT_S, robots: list[Robot] | None = None) -> None:
+    end = time.monotonic() + timeout_s
+    while not condition():
+        failed = [(r.name, r.error) for r in robots or [] if r.error is not None]
+        assert not failed, f"robots failed while waiting for {what}: {failed}"
+        assert time.monotonic() < end, f"{what}: not within {timeout_s:.0f} s"
+        time.sleep(0.05)
+
+
+def _replicas() -> list[str]:
+    """Names of the model replica actors alive now."""
+    return sorted(
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["namespace"] == "serve" and "PolicyModel" in a["name"]
+    )
+
+
+def _running_replicas() -> int:
+    deployment = serve.status().applications[APP_NAME].deployments["PolicyModel"]
+    return deployment.replica_states.get("RUNNING", 0)
+
+
+@pytest.mark.slow
+def test_the_fleet_serves_openpi_robots_and_survives_a_dead_replica(fleet, policy_dir):
+    port = int(fleet.rsplit(":", 1)[1])
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=WAIT_S) as health:
+        assert health.status == 200 and health.read() == b"OK\n"
+    # the chunk the fleet serves is the runtime's, seed for seed
+    client = OpenpiTestClient(fleet)
+    size = client.metadata["cameras"][0]["height"]
+    image = np.random.default_rng(0).integers(0, 256, (size, size, 3), dtype=np.uint8)
+    observation = {"images": {"base_0_rgb": image}, "state": np.array([0.5, 1.0], np.float32), "prompt": PROMPT}
+    served = client.infer({**observation, "seed": 11})["actions"]
+    client.close()
+    request = ChunkRequest(images={"base_0_rgb": image}, state=observation["state"], prompt=PROMPT, seed=11)
+    np.testing.assert_allclose(served, make_runtime(policy_dir).run(request).actions, rtol=0, atol=1e-5)
+    # a bad observation is that robot's error reply (text frame, close 1011), and no one else's
+    bad = OpenpiTestClient(fleet)
+    message, code = bad.error(b"\xc1")
+    assert "not a msgpack frame" in message and code == 1011
+    bad.close()
+
+    robots = [Robot(fleet, seed) for seed in range(ROBOTS)]
+    for robot in robots:
+        robot.start()
+    try:
+        _wait(lambda: all(len(r.chunks) >= 2 for r in robots), "chunks before the kill", robots=robots)
+        before = _replicas()
+        assert len(before) == 2, before
+        killed_at = time.monotonic()
+        ray.kill(ray.get_actor(before[0], namespace="serve"), no_restart=True)
+        served_on = lambda: all(r.chunks_since(killed_at) >= MORE_CHUNKS for r in robots)
+        _wait(served_on, "chunks after the kill", robots=robots)
+        served_after_s = time.monotonic() - killed_at
+        _wait(lambda: before[0] not in _replicas() and len(_replicas()) == 2, "a replacement replica", robots=robots)
+        _wait(lambda: _running_replicas() == 2, "two running replicas", robots=robots)
+    finally:
+        for robot in robots:
+            robot.stop.set()
+        for robot in robots:
+            robot.join(WAIT_S)
+    assert not [r.name for r in robots if r.is_alive()], "a robot did not stop"
+    assert [(r.name, r.error) for r in robots if r.error is not None] == []
+    assert served_after_s < WAIT_S

@@ -1,0 +1,12 @@
+"""A fleet on Ray Serve: vlash's runtime as N model replicas (one per GPU) behind an openpi websocket ingress.
+
+- `config`: `FleetConfig`, the schema of `serve run configs/ray/*.yaml` args and what `vlash serve --ray` builds;
+- `batch`: a batch of `ChunkRequest`s through `PolicyRuntime.run_batch`, one reply per request (no Ray);
+- `openpi_requests`: an openpi frame -> a validated `ChunkRequest`, a `ChunkResult` -> openpi's reply (no Ray);
+- `model`: the `PolicyModel` deployment (the runtime, `@serve.batch`, health);
+- `ingress`: the `OpenpiIngress` deployment (FastAPI websocket + /healthz, retries on a dead replica);
+- `app`: `build_app(args)` (the `serve run` import path) and `serve_fleet` (`vlash serve --ray`).
+
+Ray is an optional extra (`pip install 'vlash[fleet]'`): only this package imports it, and only vlash.cli imports
+this package, lazily.
+"""

@@ -1,0 +1,93 @@
+"""The fleet as a Ray Serve application: an openpi ingress in front of N model replicas.
+
+serve run configs/ray/pi05_tiny.yaml      # Ray's CLI: imports build_app with the file's `args:`
+vlash serve --ray --policy pi05-tiny --random-weights --replicas 2 --openpi-port 8000
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from ray import serve
+from ray.serve import Application
+
+from vlash.fleet.config import FleetConfig
+from vlash.fleet.ingress import OpenpiIngress
+from vlash.fleet.model import PolicyModel
+
+APP_NAME = "vlash"  # the Serve application's name (serve status, serve.delete)
+
+
+def fleet_app(config: FleetConfig) -> Application:
+    """The application `config` describes: its replica counts, autoscaling and resources."""
+    replicas: dict[str, Any] = {"autoscaling_config": config.autoscaling}
+    if config.autoscaling is None:
+        replicas = {"num_replicas": config.num_replicas}
+    model = PolicyModel.options(
+        **replicas,
+        ray_actor_options=config.replica_cpus_and_gpus,
+        max_ongoing_requests=config.ongoing_requests,
+    ).bind(config)
+    ingress = OpenpiIngress.options(
+        num_replicas=config.ingress_replicas, ray_actor_options={"num_cpus": config.ingress_num_cpus}
+    )
+    return ingress.bind(model, config)
+
+
+def build_app(args: dict[str, Any]) -> Application:
+    """`serve run`'s import path (vlash.fleet.app:build_app): the `args:` mapping is a FleetConfig."""
+    return fleet_app(FleetConfig.from_mapping(dict(args or {}), "serve run args"))
+
+
+def serve_fleet(
+    config: FleetConfig,
+    host: str,
+    port: int,
+    address: str | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> bool:
+    """Run the fleet until SIGINT or SIGTERM (call from the main thread): on the cluster at `address` (None: a local
+    Ray started here and shut down at the end), its HTTP proxy on host:port. `on_ready(url)` gets the robots' ws://
+    URL once every replica runs. False when a signal came before that (the start was abandoned, cleaned up)."""
+    stop, waiting = threading.Event(), threading.Event()  # waiting: in serve.run's wait for the replicas
+
+    def on_signal(*_: object) -> None:
+        stop.set()
+        if waiting.is_set():  # a wait loop, safe to leave; ray.init and serve.start are left to finish
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    started_ray = not ray.is_initialized() and address is None
+    ready = False
+    try:
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False if address is None else None)
+            for sig in previous:  # ray.init sets its own SIGTERM handler (sys.exit): ours again
+                signal.signal(sig, on_signal)
+        serve.start(http_options={"host": host, "port": port})
+        if not stop.is_set():
+            waiting.set()
+            serve.run(fleet_app(config), name=APP_NAME, route_prefix="/")  # returns once every replica runs
+            waiting.clear()
+            ready = True
+            if on_ready is not None:
+                on_ready(f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}")
+            stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        waiting.clear()
+        if ray.is_initialized():  # not when ray.init was interrupted (serve would start a Ray to shut down)
+            if started_ray:
+                serve.shutdown()
+            else:
+                serve.delete(APP_NAME)
+        if started_ray:
+            ray.shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return ready

@@ -1,0 +1,63 @@
+"""A batch of requests through the runtime, one reply per request: a `ChunkResult`, or a `RequestFailed` that goes
+to that request's robot only (never the batch's). No Ray here; `vlash.fleet.model` runs it on its model thread."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult, PolicyRuntime
+from vlash.server.worker import MAX_ERROR_CHARS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RequestFailed:
+    """One request's failure, as its robot is told (a value, so no exception has to cross Ray)."""
+
+    message: str  # what the robot sees (openpi: the error text frame)
+    internal: bool  # True: the runtime failed (a bug, a device fault, NaN output); False: the request was bad
+
+
+def run_batch(runtime: PolicyRuntime, requests: Sequence[ChunkRequest]) -> list[ChunkResult | Exception]:
+    """`runtime.run_batch(requests)`; a runtime without it runs them one by one. Either way an exception of one
+    request is that request's entry, never the whole batch's."""
+    batched = getattr(runtime, "run_batch", None)
+    if batched is not None:
+        return list(batched(list(requests)))
+    results: list[ChunkResult | Exception] = []
+    for request in requests:
+        try:
+            results.append(runtime.run(request))
+        except Exception as exc:  # noqa: BLE001 - this request's reply; the others are served
+            results.append(exc)
+    return results
+
+
+def replies(runtime: PolicyRuntime, requests: Sequence[ChunkRequest]) -> list[ChunkResult | RequestFailed]:
+    """One reply per request, as the policy server answers them: a request that does not fit the policy
+    (ValueError, ShapeError) and a runtime failure become that request's RequestFailed; so does a chunk that is not
+    finite (a diverged model). An exception of `run_batch` as a whole fails every request of the batch."""
+    try:
+        results = run_batch(runtime, requests)
+        if len(results) != len(requests):
+            raise RuntimeError(f"run_batch returned {len(results)} results for {len(requests)} requests")
+    except Exception as exc:  # noqa: BLE001 - every robot of the batch gets the error, the replica serves on
+        log.exception("a batch of %d requests failed", len(requests))
+        results = [exc] * len(requests)
+    return [_reply(result) for result in results]
+
+
+def _reply(result: ChunkResult | BaseException) -> ChunkResult | RequestFailed:
+    if isinstance(result, ValueError):  # ShapeError included: the request does not fit the policy
+        return RequestFailed(str(result)[:MAX_ERROR_CHARS], internal=False)
+    if isinstance(result, BaseException):
+        log.error("request failed: %r", result)
+        return RequestFailed(f"{type(result).__name__}: {result}"[:MAX_ERROR_CHARS], internal=True)
+    if not np.isfinite(result.actions[: result.final_rows]).all():
+        return RequestFailed("the model returned NaN or inf actions (it diverged); no chunk was sent", internal=True)
+    return result
