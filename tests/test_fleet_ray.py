@@ -30,7 +30,7 @@ from tests.server.conftest import PROMPT, STEPS, make_runtime, write_policy  # n
 from tests.server.test_openpi_endpoint import OpenpiTestClient  # noqa: E402
 from vlash.errors import ConfigError  # noqa: E402
 from vlash.fleet.app import APP_NAME, build_app, fleet_app  # noqa: E402
-from vlash.fleet.batch import RequestFailed, replies, run_batch  # noqa: E402
+from vlash.fleet.batch import RequestFailed, replies  # noqa: E402
 from vlash.fleet.config import FleetConfig  # noqa: E402
 from vlash.fleet.ingress import OpenpiIngress  # noqa: E402
 from vlash.fleet.model import PolicyModel  # noqa: E402
@@ -45,10 +45,20 @@ WAIT_S = 60.0  # the longest any wait here takes
 
 # --- batches: one reply per request -------------------------------------------------------------------------
 class FakeRuntime:
-    """`run` fails on prompts starting with "bad" (ValueError) or "bug" (RuntimeError); "nan" returns NaN."""
+    """`run` fails on prompts starting with "bad" (ValueError) or "bug" (RuntimeError); "nan" returns NaN.
+    `run_batch` gives each request its result or its exception, as PolicyRuntime.run_batch does."""
 
     def __init__(self, horizon: int = 4) -> None:
         self.horizon = horizon
+
+    def run_batch(self, requests):
+        outcomes = []
+        for request in requests:
+            try:
+                outcomes.append(self.run(request))
+            except Exception as exc:  # noqa: BLE001 - the request's own outcome
+                outcomes.append(exc)
+        return outcomes
 
     def run(self, request: ChunkRequest):
         from vlash.runtime.policy_runtime import ChunkResult
@@ -76,7 +86,7 @@ def test_a_failed_request_is_its_own_reply_and_never_the_batchs():
     assert isinstance(out[3], RequestFailed) and out[3].internal and "NaN" in out[3].message
 
 
-def test_run_batch_is_used_when_the_runtime_has_it_and_its_failure_fails_every_request():
+def test_one_run_batch_call_per_batch_and_its_failure_fails_every_request():
     class Batched(FakeRuntime):
         calls: list[int] = []
 
@@ -84,14 +94,12 @@ def test_run_batch_is_used_when_the_runtime_has_it_and_its_failure_fails_every_r
             self.calls.append(len(requests))
             if any(r.prompt == "crash" for r in requests):
                 raise RuntimeError("device lost")
-            return [self.run(r) for r in requests]
+            return super().run_batch(requests)
 
     runtime = Batched()
-    assert len(run_batch(runtime, [_request("go"), _request("go")])) == 2 and Batched.calls == [2]
+    assert len(replies(runtime, [_request("go"), _request("go")])) == 2 and Batched.calls == [2]
     out = replies(runtime, [_request("go"), _request("crash")])
     assert out == [RequestFailed("RuntimeError: device lost", internal=True)] * 2
-    fallback = run_batch(FakeRuntime(), [_request("bad"), _request("go", 3.0)])  # no run_batch: one by one
-    assert isinstance(fallback[0], ValueError) and float(fallback[1].actions[0, 0]) == 3.0
 
 
 def test_health_fails_after_internal_failures_in_a_row_or_a_hung_batch():

@@ -83,8 +83,16 @@ def test_a_full_queue_refuses_a_new_client_and_accepts_a_replacement():
     assert queue.submit(a2) == [a2] and a2.reason == BUSY and not running[0].cancelled.is_set()
 
 
+def heard_from(queue: JobQueue, client: bytes) -> None:
+    """`client` sent a request that was served: it is expected to send again (ACTIVE_CLIENT_S)."""
+    queue.submit(job(client, 0))
+    (served,) = queue.take_batch(1, 0.0)
+    queue.done(served)
+
+
 def test_the_gathering_rule_is_asked_with_the_oldest_receipt_and_the_pending_count():
     queue = JobQueue()
+    heard_from(queue, b"x")
     first, second = job(b"a", 1), job(b"b", 1)
     queue.submit(first)
     queue.submit(second)
@@ -103,6 +111,7 @@ def test_the_gathering_rule_is_asked_with_the_oldest_receipt_and_the_pending_cou
 
 def test_a_gathering_wait_ends_when_a_request_arrives_and_fills_the_batch():
     queue = JobQueue()
+    heard_from(queue, b"b")
     queue.submit(job(b"a", 1))
     arrivals = []
 
@@ -121,6 +130,7 @@ def test_a_gathering_wait_ends_when_a_request_arrives_and_fills_the_batch():
 
 def test_a_gathering_wait_ends_on_close():
     queue = JobQueue()
+    heard_from(queue, b"b")
     queue.submit(job(b"a", 1))
     closer = []
 
@@ -134,3 +144,22 @@ def test_a_gathering_wait_ends_on_close():
     assert queue.take_batch(2, 0.0, wait_long) == []
     closer[0].join()
     assert time.monotonic() - start < 300
+
+
+def test_no_wait_for_a_batch_when_no_other_client_is_expected():
+    queue = JobQueue()
+    asked = []
+
+    def wait_long(t0_s: float, pending: int) -> float:
+        asked.append(pending)
+        return 600.0
+
+    alone = job(b"a", 1)
+    queue.submit(alone)
+    assert queue.take_batch(4, 0.0, wait_long) == [alone] and asked == []  # nobody else was ever heard from
+    queue.done(alone)
+    heard_from(queue, b"b")
+    pending = [job(b"a", 2), job(b"b", 2)]
+    for j in pending:
+        queue.submit(j)
+    assert queue.take_batch(4, 0.0, wait_long) == pending and asked == []  # every client heard from is pending

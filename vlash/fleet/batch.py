@@ -23,27 +23,12 @@ class RequestFailed:
     internal: bool  # True: the runtime failed (a bug, a device fault, NaN output); False: the request was bad
 
 
-def run_batch(runtime: PolicyRuntime, requests: Sequence[ChunkRequest]) -> list[ChunkResult | Exception]:
-    """`runtime.run_batch(requests)`; a runtime without it runs them one by one. Either way an exception of one
-    request is that request's entry, never the whole batch's."""
-    batched = getattr(runtime, "run_batch", None)
-    if batched is not None:
-        return list(batched(list(requests)))
-    results: list[ChunkResult | Exception] = []
-    for request in requests:
-        try:
-            results.append(runtime.run(request))
-        except Exception as exc:  # noqa: BLE001 - this request's reply; the others are served
-            results.append(exc)
-    return results
-
-
 def replies(runtime: PolicyRuntime, requests: Sequence[ChunkRequest]) -> list[ChunkResult | RequestFailed]:
     """One reply per request, as the policy server answers them: a request that does not fit the policy
     (ValueError, ShapeError) and a runtime failure become that request's RequestFailed; so does a chunk that is not
     finite (a diverged model). An exception of `run_batch` as a whole fails every request of the batch."""
     try:
-        results = run_batch(runtime, requests)
+        results = runtime.run_batch(list(requests))  # one request's exception is its own entry
         if len(results) != len(requests):
             raise RuntimeError(f"run_batch returned {len(results)} results for {len(requests)} requests")
     except Exception as exc:  # noqa: BLE001 - every robot of the batch gets the error, the replica serves on

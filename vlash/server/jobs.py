@@ -10,6 +10,10 @@ max_jobs clients' pending jobs, oldest turn first; one job per client, so severa
 is already running is not removed but cancelled (its `cancelled` event is set); the model thread notices between
 denoise steps and drops it from its batch.
 
+Gathering waits only for clients that are expected to send: a client heard from (a request received) in the last
+ACTIVE_CLIENT_S seconds that has no request pending. A robot alone on the server is never held back for a batch
+that cannot come.
+
 Admission: at most `max_pending` jobs wait. A request of a client with no pending job while that many wait is
 refused (cancelled BUSY and handed back by `submit`); a client replacing its own pending job is always accepted,
 since it does not grow the queue.
@@ -34,6 +38,9 @@ SUPERSEDED = "superseded"  # a newer request of the same client arrived
 RESET = "reset"  # the client sent RESET
 SHUTDOWN = "shutdown"  # the server is stopping
 BUSY = "busy"  # refused on arrival: max_pending jobs were waiting
+# A client that sent a request this recently is expected to send again (a robot asks for a chunk every few control
+# steps, well under a second apart), so a batch may wait for it; others are not waited for.
+ACTIVE_CLIENT_S = 2.0
 
 # (t0_s, pending) -> seconds the model thread may still wait for more jobs before it takes a batch (<= 0: take it
 # now); t0_s is the oldest pending job's receipt on the time.monotonic clock. See vlash.server.batching.
@@ -71,6 +78,7 @@ class JobQueue:
         # client -> its running requests cancelled by a newer one since one last ran to its end (only clients
         # with a pending request: cleared when one finishes or on reset, so it never outgrows the queue)
         self._cancels_in_a_row: dict[bytes, int] = {}
+        self._heard_ns: dict[bytes, int] = {}  # client -> receipt of its latest request, oldest first
 
     def submit(self, job: Job) -> list[Job]:
         """Queue `job`; returns the client's pending job it replaced (never started), if any, or `job` itself
@@ -86,6 +94,8 @@ class JobQueue:
                 return [job]
             if replaced is not None:
                 replaced.cancel(SUPERSEDED)
+            self._heard_ns.pop(job.client, None)
+            self._heard_ns[job.client] = job.received_ns
             running = self._running.get(job.client)
             if running is not None and not running.cancelled.is_set():
                 cancels = self._cancels_in_a_row.get(job.client, 0)
@@ -104,11 +114,14 @@ class JobQueue:
     def take_batch(self, max_jobs: int, timeout_s: float, gather: GatherRule | None = None) -> list[Job]:
         """Up to `max_jobs` pending jobs of distinct clients, oldest turn first (now running); [] after
         `timeout_s` with none pending, or once closed. With `gather`, once a job is pending and fewer than
-        `max_jobs` are, wait for more as long as `gather(t0_s, pending)` allows (see GatherRule)."""
+        `max_jobs` are, wait for more as long as `gather(t0_s, pending)` allows (see GatherRule) and another
+        client is expected to send (see the module docstring)."""
         with self._cond:
             if not self._ready() and not self._closed:
                 self._cond.wait(timeout_s)
             while gather is not None and not self._closed and 0 < len(ready := self._ready()) < max_jobs:
+                if not self._others_expected():
+                    break
                 wait_s = gather(min(job.received_ns for job in ready) / 1e9, len(ready))
                 if wait_s <= 0:
                     break
@@ -120,6 +133,13 @@ class JobQueue:
                 del self._pending[job.client]
                 self._running[job.client] = job
             return batch
+
+    def _others_expected(self) -> bool:
+        """A client heard from in the last ACTIVE_CLIENT_S has no request pending (lock held); forgets the rest."""
+        oldest_kept = time.monotonic_ns() - int(ACTIVE_CLIENT_S * 1e9)
+        while self._heard_ns and next(iter(self._heard_ns.values())) < oldest_kept:
+            del self._heard_ns[next(iter(self._heard_ns))]
+        return any(client not in self._pending for client in self._heard_ns)
 
     def _ready(self) -> list[Job]:
         """Pending jobs whose client has none running, in turn order (lock held)."""
