@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -14,6 +14,9 @@ from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
 from vlash.policies.pi05.model import Pi05Inputs, PrefixCache
+
+if TYPE_CHECKING:
+    from vlash.engines.artifact import ArtifactManifest
 
 
 class Engine(ABC):
@@ -39,14 +42,23 @@ class Engine(ABC):
         batch is padded up to it by the caller)."""
         return None
 
+    @property
+    def can_shrink_batch(self) -> bool:
+        """Whether a batch may lose rows between the denoise steps of one run (finished and cancelled rows leave
+        x, so later steps evaluate fewer rows). False for an engine of static batch, and for one that captures a
+        graph per batch size (a smaller batch would capture a new graph mid-request)."""
+        return self.max_batch is None
+
     def synchronize(self) -> None:
         """Wait for queued device work (so wall-clock timings are honest)."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
     def warmup(self, batch_size: int = 1, steps: int = 2) -> None:
-        """Run prefill and a few steps on synthetic inputs (kernel selection, compilation, allocators)."""
+        """Run prefill and a few steps on synthetic inputs (kernel selection, compilation, allocators); an engine
+        of static batch warms up at its batch, whatever `batch_size` says."""
         cfg = self.config
+        batch_size = self.max_batch or batch_size
         cache = self.prefill(random_inputs(cfg, batch=batch_size, device=self.device))
         x = torch.randn(batch_size, cfg.action_horizon, cfg.action_dim, device=self.device)
         tau = torch.ones(batch_size, cfg.action_horizon, device=self.device)
@@ -56,6 +68,18 @@ class Engine(ABC):
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "policy": self.config.name, "device": str(self.device)}
+
+
+class ArtifactEngine(Engine):
+    """An engine over an exported artifact (vlash.engines.artifact), whose shapes, the batch included, were fixed
+    at export."""
+
+    manifest: ArtifactManifest  # the artifact's manifest, loaded by the subclass's __init__
+
+    @property
+    def max_batch(self) -> int:
+        """The artifact's static batch: every call carries exactly this many rows."""
+        return self.manifest.batch
 
 
 _REGISTRY: dict[str, tuple[str, str]] = {}  # name -> (module, extra to install)

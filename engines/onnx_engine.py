@@ -19,7 +19,7 @@ from torch import Tensor
 
 from vlash.devices.profile import DeviceProfile
 from vlash.engines.artifact import DENOISE_OUTPUTS, PREFILL_INPUTS, PREFILL_OUTPUTS, ArtifactManifest
-from vlash.engines.base import Engine, register_engine
+from vlash.engines.base import ArtifactEngine, register_engine
 from vlash.errors import EngineUnavailable, ShapeError
 from vlash.policies.pi05.model import Pi05Inputs, PrefixCache
 
@@ -43,7 +43,7 @@ def choose_providers(profile: DeviceProfile | None, available: list[str] | None 
 
 
 @register_engine("onnxruntime")
-class OnnxRuntimeEngine(Engine):
+class OnnxRuntimeEngine(ArtifactEngine):
     def __init__(self, artifact: str | Path, profile: DeviceProfile | None = None, threads: int | None = None) -> None:
         self.artifact = Path(artifact)
         self.manifest = ArtifactManifest.load(self.artifact)
@@ -113,14 +113,6 @@ class OnnxRuntimeEngine(Engine):
         self._bind(binding, DENOISE_OUTPUTS[0], velocity, output=True)
         self._denoise.run_with_iobinding(binding)
         return velocity
-
-    @property
-    def max_batch(self) -> int:
-        """The artifact's static batch: every call carries exactly this many rows."""
-        return self.manifest.batch
-
-    def warmup(self, batch_size: int | None = None, steps: int = 2) -> None:
-        super().warmup(batch_size=self.manifest.batch, steps=steps)  # shapes are fixed at export
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from vlash.engines.artifact import CACHE_TENSORS, DENOISE_OUTPUTS, PREFILL_INPUTS, ArtifactManifest
-from vlash.engines.base import Engine, register_engine
+from vlash.engines.base import ArtifactEngine, register_engine
 from vlash.engines.tensorrt_build import GRAPHS, build_engine, import_tensorrt
 from vlash.engines.tensorrt_cache import EngineCache, cache_key, target_name
 from vlash.errors import EngineUnavailable
@@ -55,7 +55,7 @@ class _Graph:
 
 
 @register_engine("tensorrt")
-class TensorRTEngine(Engine):
+class TensorRTEngine(ArtifactEngine):
     def __init__(
         self, artifact: str | Path, profile: Any = None, threads: int | None = None, cuda_graphs: bool = True
     ) -> None:
@@ -126,14 +126,6 @@ class TensorRTEngine(Engine):
                 self.denoise_graph.run(self.stream)
         self.stream.synchronize()
         return self._static[DENOISE_OUTPUTS[0]].float().clone()
-
-    @property
-    def max_batch(self) -> int:
-        """The artifact's static batch: every call carries exactly this many rows."""
-        return self.manifest.batch
-
-    def warmup(self, batch_size: int | None = None, steps: int = 2) -> None:
-        super().warmup(batch_size=self.manifest.batch, steps=steps)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -42,6 +42,12 @@ class TorchEngine(Engine):
     def denoise_step(self, x_t: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
         return self._step(x_t, tau, cache)  # callers wrap in no_grad unless they need a VJP (guided RTC)
 
+    @property
+    def can_shrink_batch(self) -> bool:
+        """False when the step replays captured CUDA graphs (cuda_graphs, compile_mode="reduce-overhead"): one graph
+        per batch size, so a batch that shrinks would capture a new graph mid-request."""
+        return not (self.cuda_graphs or self.compile_mode == "reduce-overhead")
+
     def describe(self) -> dict[str, Any]:
         return {
             **super().describe(),

@@ -3,6 +3,7 @@ the chunk it gets alone (pi05-tiny, random weights), row by row."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -10,9 +11,10 @@ import pytest
 
 from tests.torch_threads import torch_threads
 from vlash.engines import create_engine
+from vlash.engines.torch_engine import TorchEngine
 from vlash.policies.pi05.processor import Observation
 from vlash.policies.random_policy import random_policy
-from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult, PolicyRuntime
+from vlash.runtime.policy_runtime import BatchDone, BatchPiece, ChunkRequest, ChunkResult, PolicyRuntime
 
 STEPS = 4
 ATOL = 1e-5  # normalized == robot units here (identity stats)
@@ -88,11 +90,12 @@ def test_a_batch_gives_every_request_its_unbatched_chunk(runtime, alone):
         assert got.batch_size == 4 and want.batch_size == 1
 
 
-def test_pieces_stream_per_row_as_they_do_alone(runtime):
+def test_pieces_stream_per_row_as_they_do_alone_and_each_row_is_done_once_after_its_last(runtime):
     requests = _requests(runtime)
     want = [[(p.start, len(p.actions), p.step) for p in runtime.stream(r)] for r in requests]
     stream = runtime.stream_batch(requests)
-    pieces = list(stream)
+    events = list(stream)
+    pieces = [e for e in events if isinstance(e, BatchPiece)]
     got = [[(p.piece.start, len(p.piece.actions), p.piece.step) for p in pieces if p.row == i] for i in range(4)]
     assert got == want
     assert len(want[1]) > 2 and want[0] == [(0, runtime.horizon, STEPS - 1)]
@@ -100,6 +103,55 @@ def test_pieces_stream_per_row_as_they_do_alone(runtime):
     for item in pieces:  # a piece is the final chunk's rows
         start, actions = item.piece.start, item.piece.actions
         np.testing.assert_array_equal(stream.result[item.row].actions[start : start + len(actions)], actions)
+    done_at = {e.row: at for at, e in enumerate(events) if isinstance(e, BatchDone)}
+    assert sorted(done_at) == [0, 1, 2, 3] and len(events) == len(pieces) + 4
+    for row, at in done_at.items():
+        assert events[at].outcome is stream.result[row]
+        assert not any(isinstance(e, BatchPiece) and e.row == row for e in events[at:])
+
+
+def test_an_early_stopped_row_is_done_while_the_other_row_still_runs(runtime):
+    """Its BatchDone comes before the other row's last piece (a server answers it then), as do a refused request's
+    at once and a cancelled row's at the step its hook raised."""
+    early, constant = _requests(runtime)[2], _requests(runtime)[0]
+    bad = replace(constant, state=np.zeros(1, np.float32))
+    steps = []
+
+    def cancel_at_second_step(stage: str) -> None:
+        steps.append(stage)
+        if steps.count("step") == 2:
+            raise RuntimeError("superseded")
+
+    hooks = [lambda stage: None, lambda stage: None, lambda stage: None, cancel_at_second_step]
+    stream = runtime.stream_batch([early, constant, bad, constant], hooks)
+    events = [(type(e).__name__, e.row, e.piece.step if isinstance(e, BatchPiece) else None) for e in stream]
+    assert events[0] == ("BatchDone", 2, None)  # refused before the batch ran
+    early_done = events.index(("BatchDone", 0, None))
+    last_piece = max(at for at, e in enumerate(events) if e[:2] == ("BatchPiece", 1))
+    assert early_done < last_piece and events[last_piece][2] == STEPS - 1
+    assert stream.result[0].num_steps < STEPS and stream.result[1].num_steps == STEPS
+    # the cancelled row is over before step 1 ran, so before anything of step 1 was reported
+    assert events.index(("BatchDone", 3, None)) < min(at for at, e in enumerate(events) if e[2] == 1)
+    assert isinstance(stream.result[3], RuntimeError) and isinstance(stream.result[2], ValueError)
+
+
+def test_step_and_prefill_times_include_the_stage_hook_and_preprocessing_is_per_request(runtime, monkeypatch):
+    pause_s = 0.02
+    sampler = runtime._sampler
+
+    def slow_sampler(request):  # inside the timed preparation of the second request only
+        if request.prompt == "slow":
+            time.sleep(10 * pause_s)
+        return sampler(request)
+
+    monkeypatch.setattr(runtime, "_sampler", slow_sampler)
+    requests = [_requests(runtime)[0], replace(_requests(runtime)[1], prompt="slow")]
+    fast, slow = runtime.run_batch(requests, stage_hook=lambda stage: time.sleep(pause_s))
+    for result in (fast, slow):
+        assert result.timing_ms["prefill_ms"] >= pause_s * 1e3
+        assert len(result.step_ms) == STEPS and min(result.step_ms) >= pause_s * 1e3
+    assert slow.timing_ms["preprocess_ms"] >= 10 * pause_s * 1e3
+    assert fast.timing_ms["preprocess_ms"] < slow.timing_ms["preprocess_ms"]  # not the batch's preprocessing
 
 
 def test_a_raising_row_hook_drops_only_that_row_and_the_batch_shrinks(runtime, alone):
@@ -135,6 +187,53 @@ def test_a_raising_row_hook_drops_only_that_row_and_the_batch_shrinks(runtime, a
     assert stages == ["prefill"] + ["step"] * STEPS
 
 
+def test_rows_with_different_prefix_lengths_each_get_their_chunk_alone(runtime):
+    cam = runtime.config.camera_names[0]
+    prefix = np.random.default_rng(7).normal(0.0, 0.5, (5, 2)).astype(np.float32)
+    requests = [
+        ChunkRequest({cam: _image(runtime, 10 + i)}, np.array([0.1, -0.2 * i], np.float32), prompt, seed=10 + i, **kw)
+        for i, (prompt, kw) in enumerate(
+            [
+                ("pick", {"prefix": prefix[:2], "schedule": "horizon-aware"}),
+                ("place it on the shelf", {"prefix": prefix[2:], "schedule": "horizon-aware", "execution_horizon": 4}),
+                ("go", {"prefix": prefix[:5]}),
+            ]
+        )
+    ]
+    alone = [runtime.run(r) for r in requests]
+    assert [int((a.final_at_step == -2).sum()) for a in alone] == [2, 3, 5]
+    for got, want, request in zip(runtime.run_batch(requests), alone, requests, strict=True):
+        _assert_same(got, want, request)
+
+
+def test_an_engine_that_cannot_shrink_a_batch_keeps_every_row_to_the_end(runtime, policy, alone):
+    class GraphEngine(TorchEngine):  # stands for cuda_graphs / "reduce-overhead", which need CUDA or a compile
+        can_shrink_batch = False
+
+    assert runtime.engine.can_shrink_batch and runtime.max_batch is None
+    assert not TorchEngine(policy.model, compile_mode="reduce-overhead").can_shrink_batch
+    engine = GraphEngine(policy.model)
+    sizes = []
+
+    def recording(x, tau, cache):
+        sizes.append((x.shape[0], cache.keys.shape[1]))
+        return TorchEngine.denoise_step(engine, x, tau, cache)
+
+    engine.denoise_step = recording
+    fixed = PolicyRuntime(policy, engine, num_steps=STEPS)
+    requests = _requests(fixed)
+
+    def cancel(stage: str) -> None:
+        if stage == "step":
+            raise RuntimeError("gone")
+
+    results = fixed.run_batch(requests, [lambda stage: None] * 3 + [cancel])
+    assert sizes == [(4, 4)] * STEPS  # the early-stopped and the cancelled rows stay in x
+    assert isinstance(results[3], RuntimeError)
+    for i in range(3):
+        _assert_same(results[i], alone[i], requests[i])
+
+
 def test_a_malformed_request_is_its_outcome_and_the_others_are_served(runtime, alone):
     requests = _requests(runtime)
     bad_state = replace(requests[1], state=np.zeros(1, np.float32))
@@ -159,7 +258,7 @@ def test_a_raising_stage_hook_aborts_the_whole_batch(runtime):
         runtime.run_batch(_requests(runtime)[:2], stage_hook=abort)
     with pytest.raises(ValueError, match="one hook per request"):
         runtime.stream_batch(_requests(runtime)[:2], [lambda stage: None])
-    assert runtime.max_batch is None and runtime.run_batch([]) == []
+    assert runtime.run_batch([]) == []
 
 
 def test_onnxruntime_static_batch_is_padded_and_matches_torch(runtime, alone, policy, tmp_path):

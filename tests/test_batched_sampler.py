@@ -3,6 +3,8 @@ ends where FlowSampler ends it alone (toy velocity fields of tests/sampling)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -79,6 +81,29 @@ def test_stacked_rows_end_where_each_ends_alone(shrink):
     assert torch.equal(results[1].actions[0, :4], rows[1][1]["prefix"][0])  # the prefix, bit-exact
     assert results[2].steps_run < N  # the early stop
     assert sizes == ([4] * results[2].steps_run + [3] * (N - results[2].steps_run) if shrink else [4] * N)
+
+
+def test_rows_with_different_prefix_lengths_end_where_each_ends_alone():
+    field = MixingField(H, A)
+    prefix = _noise(11)[:, :5] * 0.3 - 0.7654321
+    aware = SamplerConfig(num_steps=N, schedule="horizon-aware")
+    rows = [
+        (FlowSampler(aware), {"noise": _noise(5), "prefix": prefix[:, :2]}),
+        (FlowSampler(replace(aware, early_stop_final=9)), {"noise": _noise(6), "prefix": prefix}),
+        (FlowSampler(SamplerConfig(num_steps=N)), {"noise": _noise(7)}),
+    ]
+    alone = [sampler.sample(field, **kw) for sampler, kw in rows]
+    plan = stack_plans([sampler.plan(**kw) for sampler, kw in rows])
+    assert plan.prefix_lens == [2, 5, 0]
+    finals, results, _ = _run(BatchStepper(plan), field)
+    for row, want in enumerate(alone):
+        assert (results[row].steps_run, results[row].prefix_len) == (want.steps_run, want.prefix_len)
+        assert torch.equal(results[row].final_at_step, want.final_at_step)
+        torch.testing.assert_close(results[row].actions, want.actions, atol=1e-6, rtol=0)
+        assert finals[row][0][0] == want.prefix_len  # the first final action follows the row's own prefix
+    for row, d in ((0, 2), (1, 5)):
+        assert torch.equal(results[row].actions[0, :d], prefix[0, :d])  # bit-exact, whatever the other rows hold
+    assert results[1].steps_run < N == results[0].steps_run  # the prefix-5 row stops early, the prefix-2 row goes on
 
 
 def test_a_dropped_row_leaves_and_the_others_go_on():

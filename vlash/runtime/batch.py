@@ -2,10 +2,11 @@
 
 `PolicyRuntime` validates each request into a `PreparedRow` (its plan, model inputs, seed); `run_rows` prefills the
 rows together, steps them together with `vlash.sampling.BatchStepper` (each row keeps its schedule, prefix, guidance
-and early stop), streams each row's final actions as they come and ends with one outcome per request, in order: a
-`ChunkResult`, or the exception that took the row out (its validation, or its row hook). A row that finished or left
-is removed from the batch (x, times and the PrefixCache rows), except on an engine of static batch
-(`Engine.max_batch`), whose calls are padded up to that batch by repeating the last row.
+and early stop), streams each row's final actions as they come and each row's outcome (`BatchDone`) as soon as the
+row finished or failed, and ends with one outcome per request, in order: a `ChunkResult`, or the exception that took
+the row out (its validation, or its row hook). A row that finished or left is removed from the batch (x, times and
+the PrefixCache rows) where the engine can shrink a batch (`Engine.can_shrink_batch`); an engine of static batch
+(`Engine.max_batch`) runs pad rows (copies of the last row) that are evaluated and never reported.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ class ChunkResult:
     num_steps: int  # denoise steps run (fewer than the runtime's num_steps after an early stop)
     final_rows: int  # m: leading rows that are final (prefix included), >= rows_needed(request); H without early stop
     seed: int  # the noise seed used
-    # preprocess_ms, prefill_ms (the batch's, shared by its rows), postprocess_ms, first_action_ms, total_ms
+    # preprocess_ms (this request's own), prefill_ms (the batch's, shared by its rows, its stage hook included),
+    # postprocess_ms, first_action_ms and total_ms (from the start of the batch's preprocessing)
     timing_ms: dict[str, float]
-    step_ms: list[float] = field(default_factory=list)  # per denoise step of the batch (device-synchronized)
+    # per denoise step of the batch (device-synchronized), the step's stage hooks included
+    step_ms: list[float] = field(default_factory=list)
     batch_size: int = 1  # requests that shared this one's prefill and denoise loop (1: it ran alone)
 
 
@@ -62,8 +65,21 @@ class BatchPiece:
     piece: ChunkPiece  # as for one request: actions [start, start + n) of that request became final
 
 
-class BatchStream(GeneratorRun[BatchPiece, list[ChunkResult | Exception]]):
-    """An in-progress batch: iterate for `BatchPiece`s, then read `result` (one outcome per request, in order)."""
+@dataclass(frozen=True)
+class BatchDone:
+    """The request at index `row` of the batch is over: it finished, or it failed and left the batch. Comes once
+    per request, after its last piece, as soon as it is over (the other rows may still be running)."""
+
+    row: int  # index into the requests list
+    outcome: ChunkResult | Exception  # what `result[row]` will hold
+
+
+BatchEvent = BatchPiece | BatchDone
+
+
+class BatchStream(GeneratorRun[BatchEvent, list[ChunkResult | Exception]]):
+    """An in-progress batch: iterate for `BatchPiece`s and `BatchDone`s, then read `result` (one outcome per
+    request, in order)."""
 
 
 @dataclass
@@ -75,6 +91,7 @@ class PreparedRow:
     state: np.ndarray  # fp32 [D] planning state (postprocess converts relative actions with it)
     prefix: np.ndarray | None  # [d, J] committed actions, copied into the chunk bit-exactly
     seed: int  # the noise seed
+    preprocess_s: float = 0.0  # how long preparing this request took (device-synchronized)
 
 
 def run_rows(
@@ -84,24 +101,32 @@ def run_rows(
     row_hooks: Sequence[StageHook],
     stage_hook: StageHook,
     t0: float,
-) -> Generator[BatchPiece, None, list[ChunkResult | Exception]]:
-    """Run the prepared rows as one batch; an Exception in `rows` is already that request's outcome. `t0`: when the
-    batch's preprocessing started. See the module docstring."""
-    engine.synchronize()
-    t1 = time.perf_counter()
+) -> Generator[BatchEvent, None, list[ChunkResult | Exception]]:
+    """Run the prepared rows as one batch; an Exception in `rows` is already that request's outcome (its `BatchDone`
+    comes first). `t0`: when the batch's preprocessing started. See the module docstring."""
     outcomes: list[ChunkResult | Exception | None] = [r if isinstance(r, Exception) else None for r in rows]
+    for i, outcome in enumerate(outcomes):
+        if outcome is not None:
+            yield BatchDone(i, outcome)
     live = [i for i, r in enumerate(rows) if isinstance(r, PreparedRow)]
     if live:
+        t1 = time.perf_counter()
         failed = _call_hooks("prefill", live, row_hooks, stage_hook)
-        outcomes = [failed.get(i, o) for i, o in enumerate(outcomes)]
+        paused = time.perf_counter()
+        for i, exc in failed.items():
+            outcomes[i] = exc
+            yield BatchDone(i, exc)
+        t1 += time.perf_counter() - paused  # the prefill's time leaves out the consumer's
         live = [i for i in live if i not in failed]
     if live:
         prepared = [r for r in (rows[i] for i in live) if isinstance(r, PreparedRow)]
         batch = _Batch(engine, processor, prepared, [row_hooks[i] for i in live], stage_hook, (t0, t1))
-        for j, piece in batch.steps():
-            yield BatchPiece(live[j], piece)
-        for j, outcome in batch.outcomes.items():
-            outcomes[live[j]] = outcome
+        for j, item in batch.steps():
+            if isinstance(item, ChunkPiece):
+                yield BatchPiece(live[j], item)
+            else:
+                outcomes[live[j]] = item
+                yield BatchDone(live[j], item)
     assert all(o is not None for o in outcomes)
     return outcomes  # type: ignore[return-value]
 
@@ -121,7 +146,8 @@ def _call_hooks(
 
 
 class _Batch:
-    """The prefill and denoise loop of the rows that entered the batch (row j = prepared[j] = stepper row j)."""
+    """The prefill and denoise loop of the rows that entered the batch (row j = prepared[j] = stepper row j; rows
+    past them are a static batch's pad rows)."""
 
     def __init__(
         self,
@@ -134,51 +160,51 @@ class _Batch:
     ) -> None:
         self.engine, self.processor, self.rows = engine, processor, rows
         self.row_hooks, self.stage_hook = row_hooks, stage_hook
-        self.t0, self.t1 = clocks  # preprocessing started, ended
+        self.t0, self.t1 = clocks  # preprocessing started, prefill started (its stage hook included)
         self.t2 = self.t1  # prefill ended
-        self.outcomes: dict[int, ChunkResult | Exception] = {}
         self.chunks = [_empty_chunk(row, processor.action_dims) for row in rows]
         self.post_s = [0.0] * len(rows)
         self.first_s: list[float | None] = [None] * len(rows)
-        self._cache_rows: list[int] = []
-        self._cache: PrefixCache | None = None
-        self._selected: PrefixCache | None = None
+        self._cache: PrefixCache | None = None  # the prefill's, every row
+        self._selected: PrefixCache | None = None  # its rows of x
+        self._selected_for: Tensor | None = None  # the stepper's x_index `_selected` was taken with
 
-    def steps(self) -> Generator[tuple[int, ChunkPiece], None, None]:
-        """(row, piece) as the rows' actions become final; `outcomes` holds every row's once it is exhausted."""
-        engine = self.engine
-        self._cache = self._selected = engine.prefill(_batch_inputs([r.inputs for r in self.rows], engine.max_batch))
-        self._cache_rows = list(range(len(self.rows)))
+    def steps(self) -> Generator[tuple[int, ChunkPiece | ChunkResult | Exception], None, None]:
+        """(row, piece) as the rows' actions become final, and (row, outcome) once a row is over."""
+        engine, size, n = self.engine, self.engine.max_batch, len(self.rows)
+        pad = 0 if size is None else size - n
+        self._cache = self._selected = engine.prefill(_batch_inputs([r.inputs for r in self.rows], pad))
         engine.synchronize()
         self.t2 = time.perf_counter()
-        plan = stack_plans([r.plan for r in self.rows])
-        stepper = BatchStepper(plan, engine.synchronize, shrink=engine.max_batch is None)
+        plans = [r.plan for r in self.rows]
+        stepper = BatchStepper(stack_plans(plans + plans[-1:] * pad), engine.synchronize, engine.can_shrink_batch)
+        stepper.drop(range(n, n + pad))  # the pad rows: evaluated with the others, never reported
         while not stepper.done:
+            started = time.perf_counter()  # the step's time includes its stage hooks
             failed = _call_hooks("step", stepper.active, self.row_hooks, self.stage_hook)
-            self.outcomes.update(failed)
-            stepper.drop(failed)
-            if stepper.done:
-                break
-            cache = self._cache_of(stepper.x_rows)
-            report = stepper.step(lambda x, tau, c=cache: self._velocity(x, tau, c))
+            if failed:
+                stepper.drop(failed)
+                paused = time.perf_counter()
+                yield from failed.items()
+                started += time.perf_counter() - paused  # but not the consumer's time
+                if stepper.done:
+                    break
+            cache = self._cache_of(stepper)
+            report = stepper.step(lambda x, tau, c=cache: engine.denoise_step(x, tau, c), started)
             for final in report.finals:
                 yield final.row, self._piece(final)
             for done in report.done:
-                self.outcomes[done.row] = self._result(done)
+                yield done.row, self._result(done)
 
-    def _cache_of(self, rows: list[int]) -> PrefixCache:
-        """The PrefixCache rows of x's rows (selected again only when they changed)."""
+    def _cache_of(self, stepper: BatchStepper) -> PrefixCache:
+        """The PrefixCache rows of x's rows (selected again only when they changed, with the stepper's index)."""
         assert self._cache is not None and self._selected is not None
-        if rows != self._cache_rows:
-            index = torch.tensor(rows, dtype=torch.int64, device=self._cache.keys.device)
-            self._selected, self._cache_rows = self._cache.select(index), list(rows)
+        index = stepper.x_index
+        if index is not self._selected_for:
+            assert index is not None  # x lost rows
+            self._selected = self._cache.select(index.to(self._cache.keys.device))
+            self._selected_for = index
         return self._selected
-
-    def _velocity(self, x: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
-        size = self.engine.max_batch
-        if size is None or x.shape[0] == size:
-            return self.engine.denoise_step(x, tau, cache)
-        return self.engine.denoise_step(_pad(x, size), _pad(tau, size), cache)[: x.shape[0]]
 
     def _piece(self, final: RowFinal) -> ChunkPiece:
         j, start = final.row, time.perf_counter()
@@ -193,7 +219,7 @@ class _Batch:
     def _result(self, done: RowDone) -> ChunkResult:
         j, run = done.row, done.result
         timing = {
-            "preprocess_ms": (self.t1 - self.t0) * 1e3,
+            "preprocess_ms": self.rows[j].preprocess_s * 1e3,
             "prefill_ms": (self.t2 - self.t1) * 1e3,
             "postprocess_ms": self.post_s[j] * 1e3,
             "first_action_ms": (self.first_s[j] or 0.0) * 1e3,
@@ -213,17 +239,10 @@ def _empty_chunk(row: PreparedRow, action_dims: int) -> np.ndarray:
     return chunk
 
 
-def _pad(value: Tensor, size: int) -> Tensor:
-    """`value` [n, ...] padded to [size, ...] by repeating its last row (a static-batch engine's pad rows)."""
-    n = value.shape[0]
-    return value if n >= size else torch.cat([value, value[-1:].expand(size - n, *value.shape[1:])])
-
-
-def _batch_inputs(parts: list[Pi05Inputs], size: int | None) -> Pi05Inputs:
-    """The rows' model inputs as one batch (padded up to `size` rows for a static-batch engine)."""
-
-    def cat(name: str) -> Tensor:
-        value = torch.cat([getattr(part, name) for part in parts])
-        return value if size is None else _pad(value, size)
-
-    return Pi05Inputs(**{f.name: cat(f.name) for f in fields(Pi05Inputs)})
+def _batch_inputs(parts: list[Pi05Inputs], pad: int) -> Pi05Inputs:
+    """The rows' model inputs as one batch, with `pad` copies of the last row (a static batch's pad rows); one row
+    without padding as it is."""
+    if len(parts) == 1 and not pad:
+        return parts[0]
+    rows = parts + parts[-1:] * pad
+    return Pi05Inputs(**{f.name: torch.cat([getattr(row, f.name) for row in rows]) for f in fields(Pi05Inputs)})

@@ -37,6 +37,8 @@ from vlash.generator_run import GeneratorRun
 from vlash.policies.pi05.processor import Observation
 from vlash.policies.policy_dir import LoadedPolicy
 from vlash.runtime.batch import (
+    BatchDone,
+    BatchEvent,
     BatchPiece,
     BatchStream,
     ChunkPiece,
@@ -48,6 +50,8 @@ from vlash.runtime.batch import (
 from vlash.sampling import FlowSampler, GuidanceConfig, SamplerConfig, Schedule
 
 __all__ = [
+    "BatchDone",
+    "BatchEvent",
     "BatchPiece",
     "BatchStream",
     "ChunkPiece",
@@ -172,7 +176,9 @@ class PolicyRuntime:
         stage_hook: StageHook | None = None,
     ) -> BatchStream:
         """The requests as one batched prefill and denoise loop: a lazy stream of `BatchPiece`s, each row's as soon
-        as they are final; `result` holds one outcome per request, in order. All rows run the runtime's num_steps.
+        as they are final, and of one `BatchDone` per request as soon as it is over (finished or failed: its outcome,
+        while other rows may still run); `result` holds one outcome per request, in order. All rows run the
+        runtime's num_steps.
 
         stage_hook(stage) runs once per stage of the batch ("prefill", then "step" before each denoise step); its
         exception aborts the batch. row_hooks[i](stage) runs before each stage while request i runs; its exception
@@ -190,8 +196,9 @@ class PolicyRuntime:
 
     def _single(self, request: ChunkRequest, hook: StageHook | None) -> Generator[ChunkPiece, None, ChunkResult]:
         batch = self.stream_batch([request], [hook or _no_hook])
-        for piece in batch:
-            yield piece.piece
+        for event in batch:
+            if isinstance(event, BatchPiece):
+                yield event.piece
         (outcome,) = batch.result
         if isinstance(outcome, Exception):
             raise outcome
@@ -199,7 +206,7 @@ class PolicyRuntime:
 
     def _batch(
         self, requests: list[ChunkRequest], row_hooks: list[StageHook], stage_hook: StageHook
-    ) -> Generator[BatchPiece, None, list[ChunkResult | Exception]]:
+    ) -> Generator[BatchEvent, None, list[ChunkResult | Exception]]:
         t0 = time.perf_counter()
         rows: list[PreparedRow | Exception] = []
         for request in requests:
@@ -210,7 +217,8 @@ class PolicyRuntime:
         return (yield from run_rows(self.engine, self.processor, rows, row_hooks, stage_hook, t0))
 
     def _prepare(self, request: ChunkRequest) -> PreparedRow:
-        """Validate one request into its plan and model inputs (ValueError naming what does not fit)."""
+        """Validate one request into its plan and model inputs (ValueError naming what does not fit), timed."""
+        start = time.perf_counter()
         state = np.asarray(request.planning_state, np.float32)
         seed = int(self._seeds.integers(2**31)) if request.seed is None else request.seed
         sampler, kwargs = self._sampler(request)
@@ -218,7 +226,8 @@ class PolicyRuntime:
         obs = Observation(images=request.images, state=state, prompt=request.prompt)
         inputs = self.processor.preprocess([obs], device=self.engine.device)
         prefix = None if request.prefix is None or not len(request.prefix) else request.prefix
-        return PreparedRow(inputs, plan, state, prefix, seed)
+        self.engine.synchronize()
+        return PreparedRow(inputs, plan, state, prefix, seed, time.perf_counter() - start)
 
     def _model_actions(self, actions: np.ndarray, state: np.ndarray, length: int | None = None) -> torch.Tensor:
         """Robot-unit actions [n, J] -> normalized, zero-padded model actions [1, length or n, A] on the device.

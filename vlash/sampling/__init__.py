@@ -5,7 +5,7 @@ Constant or horizon-aware schedule, committed-prefix clamp, streaming of final a
 early stop, and opt-in guided inference-time RTC; per row of a batch (`stack_plans`, `BatchStepper`).
 """
 
-from vlash.sampling.batch import BatchStepper, RowDone, RowFinal, StepReport, euler_update
+from vlash.sampling.batch import BatchStepper, RowDone, RowFinal
 from vlash.sampling.guidance import GuidanceConfig, guidance_weight, guided_velocity, rtc_soft_mask
 from vlash.sampling.plan import SamplingPlan, stack_plans
 from vlash.sampling.results import NOT_FINAL, PREFIX, FinalActions, SampleResult
@@ -34,11 +34,9 @@ __all__ = [
     "SamplingPlan",
     "SamplingRun",
     "Schedule",
-    "StepReport",
     "VelocityFn",
     "build_tau_grid",
     "constant_tau_grid",
-    "euler_update",
     "global_times",
     "guidance_weight",
     "guided_velocity",

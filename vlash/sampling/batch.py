@@ -27,15 +27,6 @@ from vlash.sampling.results import NOT_FINAL, SampleResult
 from vlash.sampling.velocity import VelocityFn, eval_velocity
 
 
-def euler_update(x: Tensor, v: Tensor, dtau: Tensor, held: Tensor, held_values: Tensor) -> Tensor:
-    """The Euler step of every row, x + (tau_{k+1} - tau_k) * v in fp32, committed prefix positions re-clamped.
-
-    x, v: fp32 [B, H, A]; dtau: fp32 [B, H]; held: bool [B, H]; held_values: fp32 [B, H, A] (copied bit-exactly).
-    """
-    x = x + dtau[..., None] * v
-    return torch.where(held[..., None], held_values, x)
-
-
 @dataclass(frozen=True)
 class RowFinal:
     """Actions [start, stop) of plan row `row` became final (tau == 0) at step `step`."""
@@ -57,11 +48,36 @@ class RowDone:
 
 @dataclass(frozen=True)
 class StepReport:
-    """What one step changed."""
+    """What one step changed (what `BatchStepper.step` returns)."""
 
     step: int  # 0-based Euler step
     finals: list[RowFinal]  # rows whose leading final actions grew, in row order
     done: list[RowDone]  # rows that finished at this step, in row order; they left the batch
+
+
+@dataclass(frozen=True)
+class _XRows:
+    """The plan's per-row tensors for the rows of x, sliced once whenever x's rows change (not at every step)."""
+
+    taus: Tensor  # fp32 [N + 1, n, H]
+    dtaus: Tensor  # fp32 [N, n, H]
+    held: tuple[Tensor, Tensor] | None  # bool [n, H] prefix positions, fp32 [n, H, A] values; None: no prefix
+    guidance: tuple[Tensor, Tensor, Tensor] | None  # target [n, H, A], mask [n, H], weights [N, n]; None: unguided
+
+    @classmethod
+    def of(cls, plan: SamplingPlan, rows: list[int], index: Tensor | None) -> _XRows:
+        """`index`: the rows as an index on the plan's device; None: every plan row, in order (no copy)."""
+
+        def take(value: Tensor, dim: int = 0) -> Tensor:
+            return value if index is None else value.index_select(dim, index)
+
+        held = (take(plan.held), take(plan.x0)) if any(plan.prefix_lens[r] for r in rows) else None
+        guidance = None
+        if any(plan.guided[r] for r in rows):
+            assert plan.guidance_target is not None and plan.guidance_mask is not None
+            assert plan.guidance_weights is not None
+            guidance = (take(plan.guidance_target), take(plan.guidance_mask), take(plan.guidance_weights, 1))
+        return cls(take(plan.taus, 1), take(plan.dtaus, 1), held, guidance)
 
 
 class BatchStepper:
@@ -77,11 +93,14 @@ class BatchStepper:
         self.shrink = shrink
         self.active: list[int] = list(range(plan.batch))  # plan rows still running, in order
         self.x_rows: list[int] = list(self.active)  # the plan row of each row of x
-        self.x = plan.x0  # fp32 [len(x_rows), H, A]
+        self.x_index: Tensor | None = None  # x_rows as an int64 index on the plan's device; None: every plan row
+        # fp32 [len(x_rows), H, A]. Every step replaces x (never writes it in place), so views of it stay valid.
+        self.x = plan.x0
         self.step_index = 0  # the next step to run
         self.step_times_s: list[float] = []  # per step run (synchronized)
         self._sync = synchronize
-        self._index: Tensor | None = None  # x_rows as an index on the plan's device; None: every row
+        self._xrows = _XRows.of(plan, self.x_rows, None)
+        self._position = {row: i for i, row in enumerate(self.x_rows)}  # plan row -> its row of x
         self._emitted = list(plan.prefix_lens)
         self._frontier = plan.frontier.tolist()  # [N][B]
 
@@ -93,48 +112,50 @@ class BatchStepper:
     def drop(self, rows: Iterable[int]) -> None:
         """Take plan rows out of the run (nothing more is reported for them)."""
         gone = set(rows)
+        if not gone:
+            return
         self.active = [r for r in self.active if r not in gone]
-        if self.shrink and self.active != self.x_rows:
-            device = self.x.device
-            keep = torch.tensor([self.x_rows.index(r) for r in self.active], dtype=torch.int64, device=device)
-            self.x = self.x.index_select(0, keep)
-            self.x_rows = list(self.active)
-            self._index = torch.tensor(self.x_rows, dtype=torch.int64, device=device)
-
-    def _rows(self, value: Tensor) -> Tensor:
-        """The x rows of a per-row plan tensor [B, ...]."""
-        return value if self._index is None else value.index_select(0, self._index)
+        if not self.shrink or self.active == self.x_rows:
+            return
+        if not self.active:  # the last row left: nothing is evaluated again
+            self.x, self.x_rows, self.x_index, self._position = self.x[:0], [], None, {}
+            return
+        device = self.x.device
+        keep = torch.tensor([self._position[r] for r in self.active], dtype=torch.int64, device=device)
+        self.x = self.x.index_select(0, keep)
+        self.x_rows = list(self.active)
+        self.x_index = torch.tensor(self.x_rows, dtype=torch.int64, device=device)
+        self._xrows = _XRows.of(self.plan, self.x_rows, self.x_index)
+        self._position = {row: i for i, row in enumerate(self.x_rows)}
 
     def _velocity(self, velocity_fn: VelocityFn, tau: Tensor, k: int) -> Tensor:
-        plan = self.plan
-        if any(plan.guided[r] for r in self.x_rows):  # one guided row: the whole batch through autograd
-            assert plan.guidance_target is not None and plan.guidance_mask is not None
-            assert plan.guidance_weights is not None
-            target, mask = self._rows(plan.guidance_target), self._rows(plan.guidance_mask)
-            return guided_velocity(velocity_fn, self.x, tau, target, mask, self._rows(plan.guidance_weights[k]))
+        guidance = self._xrows.guidance
+        if guidance is not None:  # one guided row: the whole batch through autograd
+            target, mask, weights = guidance
+            return guided_velocity(velocity_fn, self.x, tau, target, mask, weights[k])
         with torch.no_grad():
             return eval_velocity(velocity_fn, self.x, tau)
 
-    def step(self, velocity_fn: VelocityFn) -> StepReport:
-        """Run the next step on the rows of `x_rows` (velocity_fn gets x and tau of exactly those rows)."""
+    def step(self, velocity_fn: VelocityFn, started: float | None = None) -> StepReport:
+        """Run the next step on the rows of `x_rows` (velocity_fn gets x and tau of exactly those rows). started: the
+        time.perf_counter() the step's time counts from (e.g. before the caller's per-step work); None: now."""
         if self.done:
             raise RuntimeError("BatchStepper.step: no row is left running")
-        plan, k = self.plan, self.step_index
-        t0 = time.perf_counter()
-        v = self._velocity(velocity_fn, self._rows(plan.taus[k]), k)
-        held, held_values = self._rows(plan.held), self._rows(plan.x0)
-        self.x = euler_update(self.x, v, self._rows(plan.dtaus[k]), held, held_values)
+        xrows, k = self._xrows, self.step_index
+        t0 = time.perf_counter() if started is None else started
+        v = self._velocity(velocity_fn, xrows.taus[k], k)
+        self.x = _euler_update(self.x, v, xrows.dtaus[k], xrows.held)
         if self._sync is not None:
             self._sync()
         self.step_times_s.append(time.perf_counter() - t0)
         self.step_index += 1
         finals, done = [], []
         for row in self.active:
-            i, start, stop = self.x_rows.index(row), self._emitted[row], self._frontier[k][row]
+            i, start, stop = self._position[row], self._emitted[row], self._frontier[k][row]
             if stop > start:
                 finals.append(RowFinal(row, start, stop, self.x[i, start:stop].clone(), k))
                 self._emitted[row] = stop
-            if k >= plan.last_step[row]:
+            if k >= self.plan.last_step[row]:
                 done.append(RowDone(row, self._result(row, i, k + 1)))
         if done:
             self.drop(d.row for d in done)
@@ -143,5 +164,15 @@ class BatchStepper:
     def _result(self, row: int, i: int, steps_run: int) -> SampleResult:
         final_at = self.plan.final_at_step[row].clone()
         final_at[final_at >= steps_run] = NOT_FINAL
-        actions = self.x[i : i + 1].clone()
+        actions = self.x[i : i + 1]  # a view, not a copy: x is replaced by the next step, never written in place
         return SampleResult(actions, steps_run, self.step_times_s[:steps_run], final_at, self.plan.prefix_lens[row])
+
+
+def _euler_update(x: Tensor, v: Tensor, dtau: Tensor, held: tuple[Tensor, Tensor] | None) -> Tensor:
+    """The Euler step of every row, x + (tau_{k+1} - tau_k) * v in fp32, committed prefix positions re-clamped.
+
+    x, v: fp32 [B, H, A]; dtau: fp32 [B, H]; held: bool [B, H] positions and fp32 [B, H, A] values copied there
+    bit-exactly (None: no row has a prefix, nothing to clamp).
+    """
+    x = x + dtau[..., None] * v
+    return x if held is None else torch.where(held[0][..., None], held[1], x)

@@ -4,7 +4,7 @@ Convention (docs/METHODS.md "Flow sampling"): t = 1 noise, t = 0 data, v ≈ eps
 from tau_k to tau_{k+1}: x <- x + (tau_{k+1} - tau_k) * v(x, tau_k), always in fp32. With the
 constant schedule and no prefix this is exactly openpi's x <- x - v(x, t) / N. `FlowSampler` runs the rows of one
 noise tensor with shared settings; it builds a `SamplingPlan` and steps it with `vlash.sampling.batch.BatchStepper`,
-which also runs batched requests whose rows differ in settings (the Euler update is `batch.euler_update`).
+which also runs batched requests whose rows differ in settings.
 
 Usage:
     run = FlowSampler(SamplerConfig(schedule="horizon-aware")).start(velocity_fn, noise)
@@ -170,7 +170,7 @@ def _steps(
             yield FinalActions(first.start, first.stop, actions, report.step, elapsed)
         done.extend(report.done)
     rows = [d.result for d in done]
-    actions = torch.cat([r.actions for r in rows])
+    actions = torch.cat([r.actions for r in rows])  # a copy: the rows' actions are views of the stepper's x
     first = rows[0]
     return SampleResult(actions, first.steps_run, first.step_times_s, first.final_at_step, first.prefix_len)
 
