@@ -26,13 +26,14 @@ import yaml
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
+import vlash.fleet.app as fleet_app_module  # noqa: E402
 from tests.server.conftest import PROMPT, STEPS, make_runtime, write_policy  # noqa: E402
 from tests.server.test_openpi_endpoint import OpenpiTestClient  # noqa: E402
 from vlash.errors import ConfigError  # noqa: E402
-from vlash.fleet.app import APP_NAME, build_app, fleet_app  # noqa: E402
+from vlash.fleet.app import APP_NAME, auto_replica_gpus, build_app, fleet_app  # noqa: E402
 from vlash.fleet.batch import RequestFailed, replies  # noqa: E402
 from vlash.fleet.config import FleetConfig  # noqa: E402
-from vlash.fleet.ingress import OpenpiIngress  # noqa: E402
+from vlash.fleet.ingress import MAX_RETRIES, OpenpiIngress  # noqa: E402
 from vlash.fleet.model import PolicyModel  # noqa: E402
 from vlash.runtime.policy_runtime import ChunkRequest  # noqa: E402
 
@@ -41,6 +42,7 @@ SERVE_RUN_CONFIG = ROOT / "configs" / "ray" / "pi05_tiny.yaml"
 ROBOTS = 3
 MORE_CHUNKS = 3  # each robot's chunks after the kill
 WAIT_S = 60.0  # the longest any wait here takes
+BATCH_WAIT_MS = 300.0  # the fleet's batching wait (see the fleet fixture)
 
 
 # --- batches: one reply per request -------------------------------------------------------------------------
@@ -102,16 +104,20 @@ def test_one_run_batch_call_per_batch_and_its_failure_fails_every_request():
     assert out == [RequestFailed("RuntimeError: device lost", internal=True)] * 2
 
 
-def test_health_fails_after_internal_failures_in_a_row_or_a_hung_batch():
+def test_health_fails_after_failed_batches_in_a_row_or_a_hung_batch():
     model = object.__new__(PolicyModel.func_or_class)  # the health logic only, no runtime
     model.config = FleetConfig(policy="pi05-tiny", random_weights=True, unhealthy_after=2, infer_timeout_s=1.0)
     model.failures_in_a_row, model.broken, model._batch_started = 0, None, None
     bug, bad = RequestFailed("RuntimeError: x", internal=True), RequestFailed("bad state", internal=False)
-    for reply in (bug, bad, FakeRuntime().run(_request("go")), bug):  # a success resets, a bad request counts not
-        model._count(reply)
+    served = FakeRuntime().run(_request("go"))
+    model._count([bug] * 5)  # one batch: one failure, however many of its requests failed
     model.check_health()
-    model._count(bug)
-    with pytest.raises(RuntimeError, match="2 requests in a row"):
+    for batch in ([bad, bad], [bug, served], [bug, bad]):  # bad requests count not, a success resets
+        model._count(batch)
+    assert model.failures_in_a_row == 1
+    model.check_health()
+    model._count([bug])
+    with pytest.raises(RuntimeError, match="2 batches in a row"):
         model.check_health()
     model.failures_in_a_row, model.broken, model._batch_started = 0, None, time.monotonic() - 2.0
     with pytest.raises(RuntimeError, match="infer_timeout_s"):
@@ -151,9 +157,11 @@ class FakeModel:
 
 
 def _ingress(model: FakeModel, timeout_s: float) -> SimpleNamespace:
-    """What OpenpiIngress._call reads of its replica (the call logic only, no Ray)."""
+    """What OpenpiIngress._call and _infer read of their replica (the call logic only, no Ray)."""
     config = FleetConfig(policy="pi05-tiny", random_weights=True, infer_timeout_s=timeout_s)
-    return SimpleNamespace(model=model, config=config, retries=0)
+    ingress = SimpleNamespace(model=model, config=config, retries=0)
+    ingress._call = lambda *args: OpenpiIngress.func_or_class._call(ingress, *args)
+    return ingress
 
 
 def _infer(ingress: SimpleNamespace) -> object:
@@ -167,10 +175,10 @@ def test_the_ingress_retries_a_dead_replica_within_the_timeout():
 
     ingress = _ingress(FakeModel(ActorDiedError(), ActorUnavailableError("gone", None), "chunk"), timeout_s=5.0)
     assert _infer(ingress) == "chunk" and ingress.retries == 2
-    every_replica_dead = _ingress(FakeModel(ActorDiedError()), timeout_s=0.3)
+    no_replica_in_time = _ingress(FakeModel(ActorDiedError()), timeout_s=0.1)  # retried after 50 ms, then not
     with pytest.raises(DeadlineExceeded, match="no live model replica"):
-        _infer(every_replica_dead)
-    assert every_replica_dead.retries >= 2
+        _infer(no_replica_in_time)
+    assert no_replica_in_time.retries == 1
     hung = _ingress(FakeModel(None), timeout_s=0.2)
     with pytest.raises(DeadlineExceeded, match="no reply from the policy within 0.2 s"):
         _infer(hung)
@@ -179,6 +187,17 @@ def test_the_ingress_retries_a_dead_replica_within_the_timeout():
     with pytest.raises(KeyError):
         _infer(other)
     assert other.retries == 0
+
+
+def test_a_request_that_kills_its_replicas_is_retried_at_most_twice_then_answered_with_the_error():
+    from ray.exceptions import ActorDiedError
+
+    killer = _ingress(FakeModel(ActorDiedError()), timeout_s=30.0)
+    start = time.monotonic()
+    reply = asyncio.run(OpenpiIngress.func_or_class._infer(killer, _request("go")))
+    assert isinstance(reply, RequestFailed) and reply.internal and "failed 3 times" in reply.message
+    assert MAX_RETRIES == 2 and killer.retries == 2 and len(killer.model.sent) == 3
+    assert time.monotonic() - start < 5.0  # not the 30 s timeout
 
 
 # --- configuration --------------------------------------------------------------------------------------------
@@ -218,6 +237,44 @@ def test_vlash_serve_keeps_the_fleet_flags_and_the_zeromq_flags_apart():
         serve_cmd.run(parse_args([*preset, "--ray", "--bind", "tcp://127.0.0.1:6000", "--threads", "2"]))
     with pytest.raises(ConfigError, match="needs a fixed port"):
         serve_cmd.run(parse_args([*preset, "--ray", "--openpi-port", "0"]))
+
+
+def test_device_auto_gives_replicas_a_gpu_where_they_can_have_one(monkeypatch):
+    import torch
+
+    def cluster(gpus: float, torch_sees_cuda: bool) -> None:
+        monkeypatch.setattr(fleet_app_module.ray, "cluster_resources", lambda: {"CPU": 8.0, "GPU": gpus})
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: torch_sees_cuda)
+
+    cluster(2.0, True)
+    assert auto_replica_gpus(None) == 1.0 and auto_replica_gpus("auto") == 1.0
+    cluster(2.0, False)  # a cluster's nodes have GPUs the driver need not see; a Ray started here needs torch's
+    assert auto_replica_gpus("auto") == 1.0 and auto_replica_gpus(None) == 0.0
+    cluster(0.0, True)  # no GPU resource in Ray: a replica reserving one would never start
+    assert auto_replica_gpus(None) == 0.0 and auto_replica_gpus("ray://head:10001") == 0.0
+
+
+def test_vlash_serve_ray_passes_device_auto_on_to_the_fleet(monkeypatch, capsys):
+    import vlash.cli.serve_cmd as serve_cmd
+    from vlash.cli.main import parse_args
+
+    calls = []
+
+    def serve_fleet(config, host, port, address, on_ready, auto_gpus):
+        calls.append((config, auto_gpus))
+        on_ready(f"ws://{host}:{port}", config)
+        return True
+
+    monkeypatch.setattr(fleet_app_module, "serve_fleet", serve_fleet)
+    preset = ["serve", "--ray", "--policy", "pi05-tiny", "--random-weights", "--openpi-port", str(_free_port())]
+    for flags in ([], ["--device", "cpu"], ["--device", "cuda"], ["--replica-gpus", "0"]):
+        assert serve_cmd.run(parse_args([*preset, *flags])) == 0
+    (auto, auto_gpus), (cpu, cpu_auto), (cuda, cuda_auto), (none, none_auto) = calls
+    assert auto_gpus and (auto.device, auto.num_gpus) == ("cpu", 0.0)  # decided once Ray is up
+    assert not cpu_auto and (cpu.device, cpu.num_gpus) == ("cpu", 0.0)
+    assert not cuda_auto and (cuda.device, cuda.num_gpus) == ("cuda", 1.0)
+    assert not none_auto and (none.device, none.num_gpus) == ("cpu", 0.0)
+    assert "1 GPU each, device=cuda" in capsys.readouterr().out  # the startup line names what was served
 
 
 def test_vlash_serve_ray_without_ray_names_the_extra():
@@ -266,9 +323,17 @@ def policy_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def fleet(policy_dir) -> Iterator[str]:
-    """Two model replicas (no CPU reserved: a 2-core machine) behind one ingress; yields the ws:// URL."""
+    """Two model replicas (no CPU reserved: a 2-core machine) behind one ingress; yields the ws:// URL. A batch waits
+    BATCH_WAIT_MS for more requests (three robots never fill one), so a robot's request spends most of its time at
+    a replica: a replica killed while it reports requests ongoing has them in flight."""
     config = FleetConfig(
-        checkpoint=str(policy_dir), num_steps=STEPS, num_replicas=2, num_cpus=0, ingress_num_cpus=0, warm_up_runs=1
+        checkpoint=str(policy_dir),
+        num_steps=STEPS,
+        num_replicas=2,
+        num_cpus=0,
+        ingress_num_cpus=0,
+        warm_up_runs=1,
+        batch_wait_ms=BATCH_WAIT_MS,
     )
     port = _free_port()
     try:
@@ -332,6 +397,16 @@ def _replicas() -> list[str]:
     )
 
 
+def _busy_replica(names: list[str]) -> str:
+    """One of the model replicas `names` with requests ongoing now (Serve's own count, the one its router asks)."""
+    while True:
+        for name in names:
+            replica = ray.get_actor(name, namespace="serve")
+            if ray.get(replica.get_num_ongoing_requests.remote(), timeout=WAIT_S) > 0:
+                return name
+        time.sleep(0.01)
+
+
 def _running_replicas() -> int:
     deployment = serve.status().applications[APP_NAME].deployments["PolicyModel"]
     return deployment.replica_states.get("RUNNING", 0)
@@ -364,12 +439,13 @@ def test_the_fleet_serves_openpi_robots_and_survives_a_dead_replica(fleet, polic
         _wait(lambda: all(len(r.chunks) >= 2 for r in robots), "chunks before the kill", robots=robots)
         before = _replicas()
         assert len(before) == 2, before
+        with deadline(WAIT_S, "a replica with requests ongoing"):
+            killed = _busy_replica(before)
         killed_at = time.monotonic()
-        ray.kill(ray.get_actor(before[0], namespace="serve"), no_restart=True)
+        ray.kill(ray.get_actor(killed, namespace="serve"), no_restart=True)
         served_on = lambda: all(r.chunks_since(killed_at) >= MORE_CHUNKS for r in robots)
         _wait(served_on, "chunks after the kill", robots=robots)
-        served_after_s = time.monotonic() - killed_at
-        _wait(lambda: before[0] not in _replicas() and len(_replicas()) == 2, "a replacement replica", robots=robots)
+        _wait(lambda: killed not in _replicas() and len(_replicas()) == 2, "a replacement replica", robots=robots)
         _wait(lambda: _running_replicas() == 2, "two running replicas", robots=robots)
     finally:
         for robot in robots:
@@ -378,4 +454,7 @@ def test_the_fleet_serves_openpi_robots_and_survives_a_dead_replica(fleet, polic
             robot.join(WAIT_S)
     assert not [r.name for r in robots if r.is_alive()], "a robot did not stop"
     assert [(r.name, r.error) for r in robots if r.error is not None] == []
-    assert served_after_s < WAIT_S
+    # the kill hit requests in flight: the ingress called again, on the live replica, and their robots were served
+    ingress = serve.get_deployment_handle("OpenpiIngress", app_name=APP_NAME)
+    with deadline(WAIT_S, "reading the ingress's counters"):
+        assert ingress.counters.remote().result()["retries"] >= 1

@@ -29,8 +29,8 @@ def gatherer(clock: FakeClock, max_batch: int = 4, batch_wait_s: float = 0.050, 
 def test_a_full_batch_is_taken_at_once():
     clock = FakeClock()
     rule = gatherer(clock)
-    assert rule.wait_s(clock.now, 4) == 0.0 and not rule.keep_waiting(clock.now, 5)
-    assert rule.keep_waiting(clock.now, 3)
+    assert rule.wait_s(clock.now, 4) == 0.0 and rule.wait_s(clock.now, 5) <= 0
+    assert rule.wait_s(clock.now, 3) > 0
 
 
 def test_before_any_measurement_only_batch_wait_and_the_control_period_bound_the_wait():
@@ -39,14 +39,14 @@ def test_before_any_measurement_only_batch_wait_and_the_control_period_bound_the
     rule = gatherer(clock, batch_wait_s=0.005)
     assert rule.wait_s(t0, 1) == pytest.approx(0.005)
     clock.now = t0 + 0.004
-    assert rule.keep_waiting(t0, 1) and rule.wait_s(t0, 1) == pytest.approx(0.001)
+    assert rule.wait_s(t0, 1) == pytest.approx(0.001)
     clock.now = t0 + 0.005
-    assert not rule.keep_waiting(t0, 1)
+    assert rule.wait_s(t0, 1) <= 0
     long_wait = gatherer(clock, batch_wait_s=0.5)  # no cost estimate: T itself still bounds the wait
     clock.now = t0 + T - 0.001
-    assert long_wait.keep_waiting(t0, 1)
+    assert long_wait.wait_s(t0, 1) > 0
     clock.now = t0 + T
-    assert not long_wait.keep_waiting(t0, 1)
+    assert long_wait.wait_s(t0, 1) <= 0
 
 
 def test_the_wait_stops_once_the_oldest_request_would_lose_a_control_step():
@@ -54,18 +54,17 @@ def test_the_wait_stops_once_the_oldest_request_would_lose_a_control_step():
     t0 = clock.now
     rule = gatherer(clock, L1=0.010, L2=0.018)  # a batch of 2 ends 8 ms later than one request alone
     clock.now = t0 + 0.0119  # 11.9 ms waited + 8 ms = 19.9 ms < T
-    assert rule.keep_waiting(t0, 1)
+    assert rule.wait_s(t0, 1) > 0
     clock.now = t0 + 0.0121  # 20.1 ms: the oldest would finish more than one control step late
-    assert not rule.keep_waiting(t0, 1)
+    assert rule.wait_s(t0, 1) <= 0
     # with two pending, a third is not measured yet: L(3) counts as L(1), so T and batch_wait bound the wait
-    assert rule.keep_waiting(t0, 2) and rule.wait_s(t0, 2) == pytest.approx(T - 0.0121)
+    assert rule.wait_s(t0, 2) == pytest.approx(T - 0.0121)  # > 0: it waits on
 
 
 def test_a_batch_that_costs_more_than_a_control_step_is_never_waited_for():
     clock = FakeClock()
     rule = gatherer(clock, L1=0.010, L2=0.035)
-    assert not rule.keep_waiting(clock.now, 1)
-    assert rule.wait_s(clock.now, 1) == pytest.approx(T - 0.025)
+    assert rule.wait_s(clock.now, 1) == pytest.approx(T - 0.025)  # < 0: taken at once
 
 
 def test_a_size_without_a_measurement_of_one_request_alone_has_no_cost_estimate():

@@ -9,11 +9,19 @@ import time
 import numpy as np
 
 from robot_io.protocol import Infer
-from vlash.server.jobs import BUSY, RESET, SHUTDOWN, SUPERSEDED, Job, JobQueue
+from vlash.server.jobs import ACTIVE_CLIENT_S, BUSY, RESET, SHUTDOWN, SUPERSEDED, Job, JobQueue
+
+GATHER_S = 5.0  # what a gathering rule below allows at most: a wait that must be cut short fails in this long
 
 
-def job(client: bytes, request_id: int) -> Job:
-    return Job(client, Infer(request_id, 0, 0, "", {}, np.zeros(1, np.float32)))
+def job(client: bytes, request_id: int, received_ns: int | None = None) -> Job:
+    infer = Infer(request_id, 0, 0, "", {}, np.zeros(1, np.float32))
+    return Job(client, infer) if received_ns is None else Job(client, infer, received_ns)
+
+
+def wait_until(deadline_s: float) -> float:
+    """What a gathering rule returns to wait until `deadline_s` (time.monotonic) and no longer."""
+    return deadline_s - time.monotonic()
 
 
 def test_a_batch_takes_distinct_clients_oldest_turn_first_up_to_max_jobs():
@@ -115,17 +123,18 @@ def test_a_gathering_wait_ends_when_a_request_arrives_and_fills_the_batch():
     queue.submit(job(b"a", 1))
     arrivals = []
 
+    start = time.monotonic()
+
     def wait_long(t0_s: float, pending: int) -> float:
         if not arrivals:  # the other client sends while the model thread waits (it waits with the lock released)
             arrivals.append(threading.Thread(target=queue.submit, args=(job(b"b", 1),)))
             arrivals[0].start()
-        return 600.0
+        return wait_until(start + GATHER_S)
 
-    start = time.monotonic()
     batch = queue.take_batch(2, 0.0, wait_long)
     arrivals[0].join()
     assert [j.client for j in batch] == [b"a", b"b"]
-    assert time.monotonic() - start < 300  # woken by the arrival, not by the 600 s wait running out
+    assert time.monotonic() - start < GATHER_S  # woken by the arrival, not by the wait running out
 
 
 def test_a_gathering_wait_ends_on_close():
@@ -134,25 +143,27 @@ def test_a_gathering_wait_ends_on_close():
     queue.submit(job(b"a", 1))
     closer = []
 
+    start = time.monotonic()
+
     def wait_long(t0_s: float, pending: int) -> float:
         if not closer:
             closer.append(threading.Thread(target=queue.close))
             closer[0].start()
-        return 600.0
+        return wait_until(start + GATHER_S)
 
-    start = time.monotonic()
     assert queue.take_batch(2, 0.0, wait_long) == []
     closer[0].join()
-    assert time.monotonic() - start < 300
+    assert time.monotonic() - start < GATHER_S  # woken by close, not by the wait running out
 
 
 def test_no_wait_for_a_batch_when_no_other_client_is_expected():
     queue = JobQueue()
     asked = []
+    start = time.monotonic()
 
     def wait_long(t0_s: float, pending: int) -> float:
         asked.append(pending)
-        return 600.0
+        return wait_until(start + GATHER_S)
 
     alone = job(b"a", 1)
     queue.submit(alone)
@@ -163,3 +174,14 @@ def test_no_wait_for_a_batch_when_no_other_client_is_expected():
     for j in pending:
         queue.submit(j)
     assert queue.take_batch(4, 0.0, wait_long) == pending and asked == []  # every client heard from is pending
+
+
+def test_clients_no_longer_sending_are_forgotten_without_any_gathering():
+    queue = JobQueue()
+    long_ago = time.monotonic_ns() - int(2 * ACTIVE_CLIENT_S * 1e9)
+    for i in range(1000):  # one request at a time, never gathered: only submit can forget them
+        queue.submit(job(f"robot-{i}".encode(), 1, received_ns=long_ago))
+        (taken,) = queue.take_batch(1, 0.0)
+        queue.done(taken)
+    queue.submit(job(b"now", 1))
+    assert list(queue._heard_ns) == [b"now"]

@@ -29,10 +29,14 @@ from vlash.server.requests import policy_metadata
 from vlash.server.server import PolicyServer
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve a policy to robot clients over ZeroMQ")
     add_policy_arguments(p, "the policy to serve", ACCEPTED, checkpoint=True, random_weights=True)
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="cpu, cuda, cuda:N or auto (cuda when torch sees a GPU; with --ray: when the replicas can have one)",
+    )
     p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="default: bf16 on cuda, fp32 on cpu")
     p.add_argument(
         "--engine", choices=available_engines(), default=None, help="default: an artifact's own engine, else torch"
@@ -75,9 +79,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--ray", action="store_true", help="serve the policy as a Ray Serve fleet")
     r.add_argument("--replicas", type=positive_int, default=1, help="model replicas")
     r.add_argument(
-        "--replica-gpus", type=float, default=None, metavar="N", help="GPUs per replica (default: 1 with cuda, else 0)"
+        "--replica-gpus",
+        type=float,
+        default=None,
+        metavar="N",
+        help="GPUs per replica (default: 1 with --device cuda, and with auto when the replicas can have one; else 0)",
     )
     r.add_argument("--ray-address", default=None, metavar="ADDR", help="a running Ray cluster (default: start one)")
+    return p
 
 
 ACCEPTED = {
@@ -124,7 +133,7 @@ def policy_plan(args: argparse.Namespace) -> tuple[PolicySource, str, Checkpoint
 def plan(args: argparse.Namespace) -> ServePlan:
     """Check every argument, endpoint and port (one-line errors, nothing heavy loaded)."""
     source, engine, options = policy_plan(args)
-    fleet_only = [flag for flag, dest, default in FLEET_FLAGS if getattr(args, dest) != default]
+    fleet_only = given_flags(args, FLEET_FLAGS)
     if fleet_only:
         raise ConfigError(f"{', '.join(fleet_only)} configure a Ray Serve fleet: add --ray")
     config = ServerConfig(
@@ -211,27 +220,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-# (flag, dest, default): the ZeroMQ server's flags, which a fleet refuses rather than ignores, and the fleet's own
-ZMQ_FLAGS = [
-    ("--bind", "bind", "tcp://127.0.0.1:5555"),
-    ("--insecure", "insecure", False),
-    ("--curve-keys", "curve_keys", None),
-    ("--allow", "allow", None),
-    ("--inject-latency", "inject_latency", 0.0),
-    ("--threads", "threads", None),
-    ("--stats-every", "stats_every", 30.0),
-    ("--max-pending", "max_pending", ServerConfig.max_pending),
-]
-FLEET_FLAGS = [
-    ("--replicas", "replicas", 1),
-    ("--replica-gpus", "replica_gpus", None),
-    ("--ray-address", "ray_address", None),
-]
+# the ZeroMQ server's flags, which a fleet refuses rather than ignores, and the fleet's own
+ZMQ_FLAGS = (
+    "--bind",
+    "--insecure",
+    "--curve-keys",
+    "--allow",
+    "--inject-latency",
+    "--threads",
+    "--stats-every",
+    "--max-pending",
+)
+FLEET_FLAGS = ("--replicas", "--replica-gpus", "--ray-address")
+
+
+def given_flags(args: argparse.Namespace, flags: tuple[str, ...]) -> list[str]:
+    """Those of `flags` (long options of `vlash serve`) whose value in `args` is not the parser's default."""
+    defaults = add_parser(argparse.ArgumentParser().add_subparsers())
+    dests = {flag: flag.removeprefix("--").replace("-", "_") for flag in flags}
+    return [flag for flag, dest in dests.items() if getattr(args, dest) != defaults.get_default(dest)]
 
 
 def run_fleet(args: argparse.Namespace) -> int:
     """`vlash serve --ray`: the policy on Ray Serve (vlash.fleet) until SIGINT / SIGTERM."""
-    zmq_only = [flag for flag, dest, default in ZMQ_FLAGS if getattr(args, dest) != default]
+    zmq_only = given_flags(args, ZMQ_FLAGS)
     if zmq_only:
         raise ConfigError(f"{', '.join(zmq_only)} configure the ZeroMQ server, which --ray does not start")
     try:
@@ -246,6 +258,8 @@ def run_fleet(args: argparse.Namespace) -> int:
     source, engine, options = policy_plan(args)
     named = source.kind in (PolicyKind.PRESET, PolicyKind.SHIPPED)  # a name: found on every node
     policy = str(Path(source.value).resolve()) if named and looks_like_path(source.value) else source.value
+    # --device auto: no GPU here, decided once Ray is up (serve_fleet's auto_gpus: where the replicas can have one)
+    auto_gpus = args.device == "auto" and args.replica_gpus is None
     gpus = args.replica_gpus if args.replica_gpus is not None else float(args.device.startswith("cuda"))
     config = FleetConfig(
         policy=policy if named else None,
@@ -272,15 +286,15 @@ def run_fleet(args: argparse.Namespace) -> int:
     if args.ray_address is None:
         check_tcp_port(host, port, "--openpi-port")
 
-    def ready(url: str) -> None:
+    def ready(url: str, served: FleetConfig) -> None:
         print(
-            f"vlash serve --ray: openpi clients on {url} ({config.num_replicas} model replicas, "
-            f"{config.num_gpus:g} GPU each, device={config.device}, batches of up to {config.max_batch}); "
+            f"vlash serve --ray: openpi clients on {url} ({served.num_replicas} model replicas, "
+            f"{served.num_gpus:g} GPU each, device={served.device}, batches of up to {served.max_batch}); "
             "Ctrl-C stops",
             flush=True,
         )
 
-    if not serve_fleet(config, host, port, args.ray_address, ready):  # runs until SIGINT / SIGTERM
+    if not serve_fleet(config, host, port, args.ray_address, ready, auto_gpus):  # until SIGINT / SIGTERM
         print("vlash serve --ray: interrupted before every replica was running", file=sys.stderr, flush=True)
         return 130
     print("vlash serve --ray: stopped", flush=True)

@@ -6,12 +6,14 @@ vlash serve --ray --policy pi05-tiny --random-weights --replicas 2 --openpi-port
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import ray
+import torch
 from ray import serve
 from ray.serve import Application
 
@@ -43,16 +45,28 @@ def build_app(args: dict[str, Any]) -> Application:
     return fleet_app(FleetConfig.from_mapping(dict(args or {}), "serve run args"))
 
 
+def auto_replica_gpus(address: str | None) -> float:
+    """GPUs per replica for `vlash serve --ray --device auto` (Ray connected): 1 where replicas find a GPU, as
+    `vlash serve` picks cuda when torch sees one: a Ray started here, when this machine's torch sees CUDA (and Ray
+    found the GPU); a cluster at `address`, when it has GPU resources (the driver's own devices say nothing of its
+    nodes'). Else 0: the replicas run on the CPU."""
+    cluster_gpus = ray.cluster_resources().get("GPU", 0.0)
+    return 1.0 if cluster_gpus >= 1 and (address is not None or torch.cuda.is_available()) else 0.0
+
+
 def serve_fleet(
     config: FleetConfig,
     host: str,
     port: int,
     address: str | None = None,
-    on_ready: Callable[[str], None] | None = None,
+    on_ready: Callable[[str, FleetConfig], None] | None = None,
+    auto_gpus: bool = False,
 ) -> bool:
     """Run the fleet until SIGINT or SIGTERM (call from the main thread): on the cluster at `address` (None: a local
-    Ray started here and shut down at the end), its HTTP proxy on host:port. `on_ready(url)` gets the robots' ws://
-    URL once every replica runs. False when a signal came before that (the start was abandoned, cleaned up)."""
+    Ray started here and shut down at the end), its HTTP proxy on host:port. `auto_gpus` (`config` has device auto
+    and num_gpus 0): once Ray is up, one GPU per replica where `auto_replica_gpus` finds them. `on_ready(url,
+    config)` gets the robots' ws:// URL and the config served once every replica runs. False when a signal came
+    before that (the start was abandoned, cleaned up)."""
     stop, waiting = threading.Event(), threading.Event()  # waiting: in serve.run's wait for the replicas
 
     def on_signal(*_: object) -> None:
@@ -68,6 +82,8 @@ def serve_fleet(
             ray.init(address=address, include_dashboard=False if address is None else None)
             for sig in previous:  # ray.init sets its own SIGTERM handler (sys.exit): ours again
                 signal.signal(sig, on_signal)
+        if auto_gpus and auto_replica_gpus(address) > 0:
+            config = dataclasses.replace(config, device="auto", num_gpus=1.0)
         serve.start(http_options={"host": host, "port": port})
         if not stop.is_set():
             waiting.set()
@@ -75,7 +91,7 @@ def serve_fleet(
             waiting.clear()
             ready = True
             if on_ready is not None:
-                on_ready(f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}")
+                on_ready(f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}", config)
             stop.wait()
     except KeyboardInterrupt:
         pass

@@ -7,10 +7,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
+from robot_io.protocol import ErrorCode
 from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult, PolicyRuntime
-from vlash.server.worker import MAX_ERROR_CHARS
+from vlash.server.failures import BadOutput, check_finite, request_error
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +23,9 @@ class RequestFailed:
 
 
 def replies(runtime: PolicyRuntime, requests: Sequence[ChunkRequest]) -> list[ChunkResult | RequestFailed]:
-    """One reply per request, as the policy server answers them: a request that does not fit the policy
-    (ValueError, ShapeError) and a runtime failure become that request's RequestFailed; so does a chunk that is not
-    finite (a diverged model). An exception of `run_batch` as a whole fails every request of the batch."""
+    """One reply per request, as the policy server answers them (vlash.server.failures): a request that does not fit
+    the policy (ValueError, ShapeError) and a runtime failure become that request's RequestFailed; so does a chunk
+    that is not finite (a diverged model). An exception of `run_batch` as a whole fails every request of the batch."""
     try:
         results = runtime.run_batch(list(requests))  # one request's exception is its own entry
         if len(results) != len(requests):
@@ -38,11 +37,13 @@ def replies(runtime: PolicyRuntime, requests: Sequence[ChunkRequest]) -> list[Ch
 
 
 def _reply(result: ChunkResult | BaseException) -> ChunkResult | RequestFailed:
-    if isinstance(result, ValueError):  # ShapeError included: the request does not fit the policy
-        return RequestFailed(str(result)[:MAX_ERROR_CHARS], internal=False)
-    if isinstance(result, BaseException):
-        log.error("request failed: %r", result)
-        return RequestFailed(f"{type(result).__name__}: {result}"[:MAX_ERROR_CHARS], internal=True)
-    if not np.isfinite(result.actions[: result.final_rows]).all():
-        return RequestFailed("the model returned NaN or inf actions (it diverged); no chunk was sent", internal=True)
-    return result
+    if not isinstance(result, BaseException):
+        try:
+            check_finite(result.actions[: result.final_rows])
+            return result
+        except BadOutput as exc:
+            result = exc
+    code, message = request_error(result)
+    if code is ErrorCode.INTERNAL:
+        log.error("request failed: %s", message)
+    return RequestFailed(message, internal=code is ErrorCode.INTERNAL)

@@ -48,7 +48,7 @@ class FleetConfig:
     max_batch: int = 8
     batch_wait_ms: float = 5.0
     max_ongoing_requests: int | None = None  # requests a replica accepts at once; None: 2 x max_batch
-    unhealthy_after: int = 3  # internal failures in a row (no success between) that fail the health check
+    unhealthy_after: int = 3  # batches in a row that failed in the runtime (no success between): health fails
     # --- the openpi ingress
     ingress_replicas: int = 1  # openpi ingress replicas (each holds its robots' websockets)
     # CPUs Ray reserves per ingress replica: it decodes frames and waits on the model, and with none reserved it

@@ -5,7 +5,8 @@ model deployment, reached through a DeploymentHandle, so Ray spreads requests ov
 Per connection: the metadata frame, then one binary frame each way per inference; an error is a text frame,
 then close 1011 (openpi's client raises RuntimeError). `GET /healthz` answers 200 "OK\\n" while a model replica
 answers, 503 otherwise. A model replica that dies mid-request is not the robot's problem: the call is retried
-(Ray routes it to a live replica) until `infer_timeout_s` is spent, so the robot sees a slower reply.
+(Ray routes it to a live replica) within `infer_timeout_s`, so the robot sees a slower reply; at most MAX_RETRIES
+times, since a request may be what kills them (then the robot gets the error reply, and other replicas live on).
 """
 
 # no `from __future__ import annotations`: FastAPI reads the route parameters' annotations (WebSocket) at runtime,
@@ -20,21 +21,32 @@ from fastapi.responses import PlainTextResponse
 from ray import serve
 from ray.exceptions import RayActorError
 from ray.serve.handle import DeploymentHandle
-from websockets.frames import CloseCode
 
 from robot_io.errors import DeadlineExceeded
 from robot_io.protocol import Metadata
 from vlash.fleet.batch import RequestFailed
 from vlash.fleet.config import FleetConfig
-from vlash.fleet.openpi_requests import chunk_request, openpi_reply
+from vlash.fleet.openpi_requests import chunk_request
 from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult
 from vlash.server.openpi_codec import packb
-from vlash.server.openpi_endpoint import REQUEST_ERRORS, metadata_frame
+from vlash.server.openpi_frames import (
+    ERROR_CLOSE_CODE,
+    ERROR_CLOSE_REASON,
+    REQUEST_ERRORS,
+    error_text,
+    metadata_frame,
+    reply_frame,
+)
 
 log = logging.getLogger("ray.serve")  # Serve's logger: lines land in the replica's log, tagged with its id
 app = FastAPI()
 HEALTH_TIMEOUT_S = 5.0  # /healthz: longest wait for a model replica's answer
 MAX_RETRY_WAIT_S = 1.0  # longest pause between retries on a dead replica
+MAX_RETRIES = 2  # calls of one request repeated at most after its replica died (a request may kill each one)
+
+
+class ReplicaFailed(Exception):
+    """The model replicas serving one request died MAX_RETRIES + 1 times: it is not sent to another."""
 
 
 # defined before the class: serve.ingress freezes the app (and the globals its routes use) when the class is made
@@ -43,7 +55,7 @@ async def _fail(ws: WebSocket, peer: str, message: str) -> None:
     log.info("openpi request from %s refused: %s", peer, message)
     try:
         await ws.send_text(message)
-        await ws.close(CloseCode.INTERNAL_ERROR, "request failed; the message is in the previous frame")
+        await ws.close(ERROR_CLOSE_CODE, ERROR_CLOSE_REASON)
     except (WebSocketDisconnect, RuntimeError):
         pass  # the robot is gone already
 
@@ -89,15 +101,20 @@ class OpenpiIngress:
                 if isinstance(result, RequestFailed):
                     await _fail(ws, peer, result.message)
                     return
-                await ws.send_bytes(packb(openpi_reply(result, (time.monotonic() - received) * 1e3, prev_total_ms)))
+                actions, infer_ms = result.actions[: result.final_rows], (time.monotonic() - received) * 1e3
+                await ws.send_bytes(packb(reply_frame(actions, result.timing_ms, infer_ms, prev_total_ms)))
                 prev_total_ms = (time.monotonic() - start) * 1e3
         except WebSocketDisconnect:
             pass  # the robot left
-        except REQUEST_ERRORS as exc:
-            await _fail(ws, peer, str(exc))
-        except Exception as exc:  # a bug here: the robot still gets an error reply, the ingress serves on
-            log.exception("openpi connection %s failed", peer)
-            await _fail(ws, peer, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # a refused request (REQUEST_ERRORS) or a bug: an error reply; the ingress serves on
+            if not isinstance(exc, REQUEST_ERRORS):
+                log.exception("openpi connection %s failed", peer)
+            await _fail(ws, peer, error_text(exc))
+
+    def counters(self) -> dict[str, int]:
+        """This ingress replica's counters (through a DeploymentHandle): "retries", calls repeated on a live
+        replica after theirs died."""
+        return {"retries": self.retries}
 
     async def _policy_metadata(self) -> Metadata:
         if self._metadata is None:  # the same on every replica: asked once
@@ -105,14 +122,19 @@ class OpenpiIngress:
         return self._metadata
 
     async def _infer(self, request: ChunkRequest) -> ChunkResult | RequestFailed:
-        return await self._call("infer", request)
+        try:
+            return await self._call("infer", request)
+        except ReplicaFailed as exc:  # this robot's error reply; the replicas left are not risked on it
+            log.error("%s", exc)
+            return RequestFailed(str(exc), internal=True)
 
     async def _call(self, method: str, request: ChunkRequest | None):
-        """The model deployment's `method`, retried while replicas die, within infer_timeout_s."""
+        """The model deployment's `method`, called again while the replica serving it dies (MAX_RETRIES times at
+        most, then ReplicaFailed), within infer_timeout_s (then DeadlineExceeded)."""
         timeout_s = self.config.infer_timeout_s
         deadline = time.monotonic() + timeout_s
         pause = 0.05
-        while True:
+        for calls in itertools.count(1):
             call = getattr(self.model, method)
             response = call.remote() if request is None else call.remote(request)
             try:
@@ -121,9 +143,14 @@ class OpenpiIngress:
                 response.cancel()
                 raise DeadlineExceeded(f"no reply from the policy within {timeout_s} s") from None
             except RayActorError as exc:  # the replica died or is unreachable: Ray routes the retry to another
+                if calls > MAX_RETRIES:
+                    raise ReplicaFailed(
+                        f"the model replica serving this request failed {calls} times ({type(exc).__name__}); "
+                        "it is not sent to another"
+                    ) from None
+                if time.monotonic() + pause >= deadline:
+                    raise DeadlineExceeded(f"no live model replica answered within {timeout_s} s") from None
                 self.retries += 1
                 log.warning("model replica failed (%s); retrying on another", type(exc).__name__)
-            if time.monotonic() + pause >= deadline:
-                raise DeadlineExceeded(f"no live model replica answered within {timeout_s} s")
             await asyncio.sleep(pause)
             pause = min(2 * pause, MAX_RETRY_WAIT_S)

@@ -2,9 +2,10 @@
 ingress replica are gathered by `@serve.batch` and run as one `run_batch` call on the replica's model thread (one
 thread, so the engine is never entered twice at once and the event loop stays free for health checks).
 
-Health: `check_health` (Ray calls it every few seconds) fails once `unhealthy_after` requests in a row failed
-inside the runtime, or once a batch has run longer than `infer_timeout_s` (a hung device: every robot of it
-has given up); Ray then replaces the replica. A bad request is its robot's error and says nothing about health.
+Health: `check_health` (Ray calls it every few seconds) fails once `unhealthy_after` batches in a row failed
+inside the runtime (one failure per batch, however many requests it held), or once a batch has run longer than
+`infer_timeout_s` (a hung device: every robot of it has given up); Ray then replaces the replica. A bad request
+is its robot's error and says nothing about health.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from vlash.fleet.batch import RequestFailed, replies
 from vlash.fleet.config import FleetConfig
 from vlash.runtime.loading import LoadedRuntime, warm_up
 from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult
+from vlash.server.batching import batch_limit
 from vlash.server.requests import policy_metadata
 
 log = logging.getLogger("ray.serve")  # Serve's logger: lines land in the replica's log, tagged with its id
@@ -35,10 +37,10 @@ class PolicyModel:
         self.runtime = loaded.runtime
         warm_up_s = self._thread.submit(warm_up, self.runtime, config.warm_up_runs).result()
         self._metadata = policy_metadata(self.runtime, loaded.model_id, config.engine, loaded.precision)
-        self.max_batch = min(config.max_batch, getattr(self.runtime, "max_batch", None) or config.max_batch)
+        self.max_batch = batch_limit(self.runtime, config.max_batch)
         self._batch.set_max_batch_size(self.max_batch)
         self._batch.set_batch_wait_timeout_s(config.batch_wait_ms / 1e3)
-        self.failures_in_a_row = 0  # requests that failed inside the runtime since the last success
+        self.failures_in_a_row = 0  # batches that failed inside the runtime since the last success
         self.broken: str | None = None  # why check_health fails; set once, the replica is then replaced
         self._batch_started: float | None = None  # monotonic start of the running batch
         log.info(
@@ -69,17 +71,21 @@ class PolicyModel:
             out = await asyncio.get_running_loop().run_in_executor(self._thread, replies, self.runtime, requests)
         finally:
             self._batch_started = None
-        for reply in out:
-            self._count(reply)
+        self._count(out)
         return out
 
-    def _count(self, reply: ChunkResult | RequestFailed) -> None:
-        if not isinstance(reply, RequestFailed):
+    def _count(self, out: list[ChunkResult | RequestFailed]) -> None:
+        """One batch's replies: a success resets the count of failures; a batch without one that failed in the
+        runtime is one failure, however many of its requests did; bad requests alone say nothing."""
+        failed = [reply for reply in out if isinstance(reply, RequestFailed)]
+        internal = [reply for reply in failed if reply.internal]
+        if len(failed) < len(out):
             self.failures_in_a_row = 0
-        elif reply.internal:
+        elif internal:
             self.failures_in_a_row += 1
             if self.failures_in_a_row >= self.config.unhealthy_after and self.broken is None:
-                self.broken = f"{self.failures_in_a_row} requests in a row failed in the runtime: {reply.message}"
+                n, message = self.failures_in_a_row, internal[0].message
+                self.broken = f"{n} batches in a row failed in the runtime: {message}"
 
     def check_health(self) -> None:
         """Raises (Ray then restarts this replica) when the runtime is broken."""

@@ -18,8 +18,18 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vlash.runtime.policy_runtime import PolicyRuntime
 
 WINDOW = 16  # service times kept per batch size for the running median
+
+
+def batch_limit(runtime: PolicyRuntime, max_batch: int) -> int:
+    """Requests one batch runs together: `max_batch`, capped by an engine's fixed batch (PolicyRuntime.max_batch)."""
+    engine_batch = runtime.max_batch
+    return max_batch if engine_batch is None else min(max_batch, engine_batch)
 
 
 class ServiceTimes:
@@ -56,11 +66,10 @@ class BatchGatherer:
         max_batch: int,
         batch_wait_s: float,
         control_period_s: float,
-        times: ServiceTimes | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_batch, self.batch_wait_s, self.control_period_s = max_batch, batch_wait_s, control_period_s
-        self.times = times or ServiceTimes()
+        self.times = ServiceTimes()
         self._clock = clock
 
     def wait_s(self, t0_s: float, pending: int) -> float:
@@ -75,9 +84,6 @@ class BatchGatherer:
         return min(by_wait, by_deadline)
 
     __call__ = wait_s
-
-    def keep_waiting(self, t0_s: float, pending: int) -> bool:
-        return self.wait_s(t0_s, pending) > 0
 
     def measured(self, size: int, seconds: float) -> None:
         """A batch of `size` took `seconds` of model time."""

@@ -78,7 +78,9 @@ class JobQueue:
         # client -> its running requests cancelled by a newer one since one last ran to its end (only clients
         # with a pending request: cleared when one finishes or on reset, so it never outgrows the queue)
         self._cancels_in_a_row: dict[bytes, int] = {}
-        self._heard_ns: dict[bytes, int] = {}  # client -> receipt of its latest request, oldest first
+        # client -> receipt of its latest request, oldest first; only clients heard from in the last ACTIVE_CLIENT_S
+        # (pruned on every submit, so it never outgrows the clients sending now)
+        self._heard_ns: dict[bytes, int] = {}
 
     def submit(self, job: Job) -> list[Job]:
         """Queue `job`; returns the client's pending job it replaced (never started), if any, or `job` itself
@@ -96,6 +98,7 @@ class JobQueue:
                 replaced.cancel(SUPERSEDED)
             self._heard_ns.pop(job.client, None)
             self._heard_ns[job.client] = job.received_ns
+            self._forget_quiet_clients()
             running = self._running.get(job.client)
             if running is not None and not running.cancelled.is_set():
                 cancels = self._cancels_in_a_row.get(job.client, 0)
@@ -135,11 +138,19 @@ class JobQueue:
             return batch
 
     def _others_expected(self) -> bool:
-        """A client heard from in the last ACTIVE_CLIENT_S has no request pending (lock held); forgets the rest."""
-        oldest_kept = time.monotonic_ns() - int(ACTIVE_CLIENT_S * 1e9)
-        while self._heard_ns and next(iter(self._heard_ns.values())) < oldest_kept:
-            del self._heard_ns[next(iter(self._heard_ns))]
+        """A client heard from in the last ACTIVE_CLIENT_S has no request pending (lock held)."""
+        self._forget_quiet_clients()
         return any(client not in self._pending for client in self._heard_ns)
+
+    def _forget_quiet_clients(self) -> None:
+        """Drop the clients not heard from in the last ACTIVE_CLIENT_S (lock held): oldest first, so each entry is
+        looked at once more than it is dropped, and the map holds only the clients heard from that recently."""
+        oldest_kept = time.monotonic_ns() - int(ACTIVE_CLIENT_S * 1e9)
+        while self._heard_ns:
+            client, heard_ns = next(iter(self._heard_ns.items()))
+            if heard_ns >= oldest_kept:
+                return
+            del self._heard_ns[client]
 
     def _ready(self) -> list[Job]:
         """Pending jobs whose client has none running, in turn order (lock held)."""

@@ -23,28 +23,28 @@ import itertools
 import logging
 import threading
 import time
-from dataclasses import asdict
 from http import HTTPStatus
-from typing import Any
 
-import numpy as np
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
-from robot_io.client import PolicyClient
-from robot_io.errors import DeadlineExceeded, ProtocolError
-from robot_io.protocol import Infer, Metadata
 from vlash.errors import ConfigError
 from vlash.server.config import OpenpiConfig
-from vlash.server.openpi_codec import CodecError, packb, unpackb
-from vlash.server.openpi_mapping import PROFILES, ObservationError, ObservationMap, flatten, load_map, resolve
+from vlash.server.openpi_codec import packb
+from vlash.server.openpi_frames import (
+    ERROR_CLOSE_CODE,
+    ERROR_CLOSE_REASON,
+    REQUEST_ERRORS,
+    error_text,
+    metadata_frame,
+    observation_infer,
+    reply_frame,
+)
+from vlash.server.openpi_mapping import PROFILES, ObservationMap, load_map
 from vlash.server.server import PolicyServer
 
 log = logging.getLogger(__name__)
-# what a request can fail with, reported to the client as the error reply (anything else is logged as a bug too)
-REQUEST_ERRORS = (CodecError, ObservationError, ProtocolError, DeadlineExceeded)
 
 
 class OpenpiEndpoint:
@@ -131,55 +131,30 @@ class OpenpiEndpoint:
                 start = time.monotonic()
                 frame = conn.recv()
                 received = time.monotonic()
-                reply = self._infer(client, metadata, frame, request_id)
-                reply["server_timing"] = {"infer_ms": (time.monotonic() - received) * 1e3}
-                if prev_total_ms is not None:
-                    reply["server_timing"]["prev_total_ms"] = prev_total_ms
-                conn.send(packb(reply))
+                infer = observation_infer(frame, metadata, self.map, self.config.default_prompt, request_id)
+                result = client.infer(infer)  # RemoteError when the server refuses it
+                self._count("requests")
+                infer_ms = (time.monotonic() - received) * 1e3
+                conn.send(packb(reply_frame(result.actions, result.timing_ms, infer_ms, prev_total_ms)))
                 prev_total_ms = (time.monotonic() - start) * 1e3
         except ConnectionClosed:
             pass  # the robot left, or stop() closed the connection
-        except REQUEST_ERRORS as exc:
-            self._fail(conn, peer, str(exc))
-        except Exception as exc:  # a bug here: the robot still gets an error reply, the server keeps serving
-            log.exception("openpi connection %s failed", peer)
-            self._fail(conn, peer, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # a refused request (REQUEST_ERRORS) or a bug: an error reply; the server serves on
+            if not isinstance(exc, REQUEST_ERRORS):
+                log.exception("openpi connection %s failed", peer)
+            self._fail(conn, peer, error_text(exc))
         finally:
             client.close()
-
-    def _infer(self, client: PolicyClient, metadata: Metadata, frame: Any, request_id: int) -> dict[str, Any]:
-        if not isinstance(frame, bytes):
-            raise ObservationError("expected a binary msgpack frame, got a text frame")
-        observation = flatten(unpackb(frame))
-        mapped = (self.map or resolve(observation, metadata)).apply(observation, metadata, self.config.default_prompt)
-        infer = Infer(
-            request_id, request_id, time.time_ns(), mapped.prompt, mapped.images, mapped.state, seed=mapped.seed
-        )
-        result = client.infer(infer)  # RemoteError when the server refuses it
-        self._count("requests")
-        timing = dict(result.timing_ms)
-        return {
-            "actions": np.asarray(result.actions, np.float32),
-            "policy_timing": {"infer_ms": timing.get("total_ms", 0.0), **timing},
-        }
 
     def _fail(self, conn: ServerConnection, peer: str, message: str) -> None:
         self._count("errors")
         log.info("openpi request from %s refused: %s", peer, message)
         try:
             conn.send(message)  # a text frame: openpi's client raises RuntimeError with it
-            conn.close(CloseCode.INTERNAL_ERROR, "request failed; the message is in the previous frame")
+            conn.close(ERROR_CLOSE_CODE, ERROR_CLOSE_REASON)
         except ConnectionClosed:
             pass
 
     def _count(self, name: str) -> None:
         with self._lock:
             self.counters[name] += 1
-
-
-def metadata_frame(metadata: Metadata, observation_map: str) -> dict[str, Any]:
-    """What an openpi client gets from `get_server_metadata()`: the policy's Metadata as plain msgpack types."""
-    frame = asdict(metadata)  # cameras become [{"name", "height", "width"}]
-    frame["vlash_protocol_version"] = frame.pop("version")
-    frame.update(server="vlash", observation_map=observation_map)
-    return frame

@@ -51,7 +51,7 @@ from robot_io.protocol import (
 )
 from vlash.errors import ConfigError, ServerError
 from vlash.runtime.policy_runtime import PolicyRuntime
-from vlash.server.batching import BatchGatherer
+from vlash.server.batching import BatchGatherer, batch_limit
 from vlash.server.config import ServerConfig
 from vlash.server.curve import CurveServer
 from vlash.server.jobs import BUSY, Job, JobQueue
@@ -82,8 +82,7 @@ class PolicyServer:
         self.stats = ServerStats(self.config.latency_window)
         self.jobs = JobQueue(self.config.max_consecutive_cancels, self.config.max_pending)
         # requests run together: ServerConfig.max_batch, capped by an engine's fixed batch
-        engine_batch = runtime.max_batch
-        self.max_batch = self.config.max_batch if engine_batch is None else min(self.config.max_batch, engine_batch)
+        self.max_batch = batch_limit(runtime, self.config.max_batch)
         gatherer = BatchGatherer(self.max_batch, self.config.batch_wait_ms / 1e3, 1.0 / metadata.control_rate_hz)
         self._on_failure = on_failure
         self._failure: BaseException | None = None

@@ -2,13 +2,14 @@
 vlash.server.batching), runs each batch through `PolicyRuntime.stream_batch` and hands the replies (encoded
 frames) to the socket thread through an inproc PUSH socket.
 
-Each robot of a batch gets its own replies: partial ACTIONS as its rows become final, then its final ACTIONS once
-the batch's results are in. Every job (unless reset or shut down) ends in one last reply and one count: a final
-ACTIONS ("served"), or an ERROR ("errors"; "dropped" when superseded). A job that fails fails alone: a request the
-policy refuses (BAD_VALUE), a chunk the protocol refuses (a diverged model's NaN or inf: INTERNAL) or a cancelled
-one is dropped from its batch and the other rows go on. An exception that fails the whole batch is INTERNAL to
-each of its robots; nothing a batch does ends this thread. An exception outside a batch (the queue, the socket)
-ends the thread; the server then stops (see vlash.server.server).
+Each robot of a batch gets its own replies: partial ACTIONS as its rows become final, then its final ACTIONS as soon
+as its request is over (an early-stopped request does not wait for the rest of its batch). Every job (unless reset
+or shut down) ends in one last reply and one count: a final ACTIONS ("served"), or an ERROR ("errors"; "dropped"
+when superseded). A job that fails fails alone: a request the policy refuses (BAD_VALUE), a chunk the protocol
+refuses (a diverged model's NaN or inf: INTERNAL) or a cancelled one is dropped from its batch and the other rows
+go on. An exception that fails the whole batch is INTERNAL to each of its robots; nothing a batch does ends this
+thread. An exception outside a batch (the queue, the socket) ends the thread; the server then stops (see
+vlash.server.server).
 """
 
 from __future__ import annotations
@@ -19,28 +20,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
 import zmq
 
 from robot_io.protocol import Actions, Error, ErrorCode, MessageError, encode
 from vlash.runtime.loading import warm_up
-from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult, PolicyRuntime
+from vlash.runtime.policy_runtime import BatchDone, ChunkRequest, ChunkResult, PolicyRuntime
 from vlash.server.batching import BatchGatherer
+from vlash.server.failures import MAX_ERROR_CHARS, BadOutput, check_finite, request_error
 from vlash.server.jobs import SUPERSEDED, Job, JobQueue
 from vlash.server.stats import ServerStats
 
 log = logging.getLogger(__name__)
 
 
-MAX_ERROR_CHARS = 1000  # ERROR messages are cut to this (the protocol refuses text over Limits.max_prompt_chars)
-
-
 class Cancelled(Exception):
     """Raised inside a running request once its job is cancelled (superseded, reset, shutdown)."""
-
-
-class BadOutput(Exception):
-    """The model's output cannot be sent: not finite (the model diverged), or refused by the protocol."""
 
 
 @dataclass(eq=False)
@@ -52,14 +46,16 @@ class Row:
     request: ChunkRequest = field(init=False)
     needed: int = 0  # leading rows of the chunk the request asks for (PolicyRuntime.rows_needed)
     failure: Exception | None = None  # why it cannot go on (cancelled, its partial ACTIONS refused): dropped
-    answered: bool = False  # its last reply went out (at once when dropped, else once the batch ends)
+    answered: bool = False  # its last reply went out (at once when dropped, else once its request is over)
 
     def __post_init__(self) -> None:
         self.request = ChunkRequest.from_infer(self.job.infer)
 
     @property
     def live(self) -> bool:
-        return self.failure is None and not self.job.cancelled.is_set()
+        """Still running in its batch: not answered (finished, or never entered: its BatchDone came), not failed, not
+        cancelled."""
+        return not self.answered and self.failure is None and not self.job.cancelled.is_set()
 
 
 class InferenceWorker(threading.Thread):
@@ -141,14 +137,16 @@ class InferenceWorker(threading.Thread):
             outcomes = self._run(rows)
         except Exception as exc:  # noqa: BLE001 - answered and counted; the next batch is served as usual
             log.exception("a batch of %d requests failed", len(rows))
-            outcomes = [exc] * len(rows)
+            # a row cancelled before its hook saw it ends as cancelled (DROPPED if superseded), not INTERNAL
+            outcomes = [Cancelled(row.job.reason) if row.job.cancelled.is_set() else exc for row in rows]
         else:
             self.gatherer.measured(len(rows), (time.monotonic_ns() - start_ns) / 1e9)
         for row, outcome in zip(rows, outcomes, strict=True):  # a row whose partial ACTIONS failed ends with that
             self._answer(row, row.failure or outcome)
 
     def _run(self, rows: list[Row]) -> list[ChunkResult | Exception]:
-        """Run the batch, sending each robot its partial ACTIONS; each row's outcome (a result or an exception)."""
+        """Run the batch, sending each robot its partial ACTIONS and its last reply as soon as its row is over (not
+        when the whole batch is); each row's outcome (a result or an exception)."""
         for row in rows:
             try:  # H, or fewer rows for a horizon-aware request with an execution horizon (the sampler stops early)
                 row.needed = self.runtime.rows_needed(row.request)
@@ -156,8 +154,11 @@ class InferenceWorker(threading.Thread):
                 row.failure = exc
         hooks = [self._row_hook(row) for row in rows]
         stream = self.runtime.stream_batch([row.request for row in rows], hooks, self._stage_hook(rows))
-        for batch_piece in stream:
-            row, piece = rows[batch_piece.row], batch_piece.piece
+        for event in stream:
+            if isinstance(event, BatchDone):  # a row whose partial ACTIONS failed ends with that
+                self._answer(rows[event.row], rows[event.row].failure or event.outcome)
+                continue
+            row, piece = rows[event.row], event.piece
             if row.failure is None and piece.start + len(piece.actions) < row.needed:  # the final carries the rest
                 elapsed = {"elapsed_ms": (time.monotonic_ns() - row.job.received_ns) / 1e6}
                 try:
@@ -228,15 +229,12 @@ class InferenceWorker(threading.Thread):
         self._send_frames(job, final)
 
     def _fail(self, job: Job, exc: Exception) -> None:
-        """The ERROR for a job that failed with `exc`."""
-        if isinstance(exc, BadOutput):  # a diverged model: the client holds, the next request may well be fine
-            log.error("request %d: %s", job.infer.request_id, exc)
-            self._error(job, ErrorCode.INTERNAL, str(exc))
-        elif isinstance(exc, ValueError):  # ShapeError included: the request does not fit the policy
-            self._error(job, ErrorCode.BAD_VALUE, str(exc))
-        else:  # the server keeps serving; the client learns the request failed
-            log.error("request %d failed: %r", job.infer.request_id, exc)
-            self._error(job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        """The ERROR for a job that failed with `exc` (a diverged model's BadOutput included: the client holds, its
+        next request may well be fine); the server keeps serving."""
+        code, text = request_error(exc)
+        if code is ErrorCode.INTERNAL:
+            log.error("request %d failed: %s", job.infer.request_id, text)
+        self._error(job, code, text)
 
     def _send(self, job: Job, message: Actions | Error) -> None:
         self._send_frames(job, self._encode(message))
@@ -248,8 +246,8 @@ class InferenceWorker(threading.Thread):
     @staticmethod
     def _encode(message: Actions | Error) -> list:
         """The frames of a reply; BadOutput when the protocol refuses the model's actions (e.g. NaN or inf)."""
-        if isinstance(message, Actions) and not np.isfinite(message.actions).all():
-            raise BadOutput("the model returned NaN or inf actions (it diverged); no chunk was sent")
+        if isinstance(message, Actions):
+            check_finite(message.actions)
         try:
             return encode(message)
         except MessageError as exc:
