@@ -7,8 +7,8 @@
       policy/         a vlash policy directory (config, weights, stats, tokenizer): the server's processor
       *.plan          TensorRT engines, when built (listed in manifest.files)
 
-Shapes are static: one artifact serves one batch size. The names and order of the PrefixCache tensors are
-the field order of `vlash.policies.pi05.model.PrefixCache`.
+Shapes are static (one artifact serves one batch size), except tau's time axis: H or 1 (`TIME_TOKENS_AXIS`). The
+names and order of the PrefixCache tensors are the field order of `vlash.policies.pi05.model.PrefixCache`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ PREFILL_INPUTS = ("images", "image_masks", "tokens", "token_masks")
 PREFILL_OUTPUTS = CACHE_TENSORS
 DENOISE_INPUTS = ("x_t", "tau", *CACHE_TENSORS)
 DENOISE_OUTPUTS = ("velocity",)
+TIME_TOKENS_AXIS = "time_tokens"  # tau's axis 1 in denoise.onnx: H (per token) or 1 (shared); older exports: static H
 
 
 def tensor_specs(config: Pi05Config, batch: int, precision: str) -> dict[str, dict[str, Any]]:

@@ -34,7 +34,8 @@ class Engine(ABC):
 
     @abstractmethod
     def denoise_step(self, x_t: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
-        """Velocity [B, H, A] for noisy actions x_t [B, H, A] (fp32) at per-token times tau [B, H]."""
+        """Velocity [B, H, A] for noisy actions x_t [B, H, A] (fp32) at times tau: per token [B, H], or [B, 1] when
+        all of a row's tokens share one time (an engine whose graph cannot take [B, 1] broadcasts it)."""
 
     @property
     def max_batch(self) -> int | None:
@@ -61,9 +62,10 @@ class Engine(ABC):
         batch_size = self.max_batch or batch_size
         cache = self.prefill(random_inputs(cfg, batch=batch_size, device=self.device))
         x = torch.randn(batch_size, cfg.action_horizon, cfg.action_dim, device=self.device)
-        tau = torch.ones(batch_size, cfg.action_horizon, device=self.device)
-        for _ in range(steps):
-            self.denoise_step(x, tau, cache)
+        per_token = torch.ones(batch_size, cfg.action_horizon, device=self.device)
+        for tau in (per_token, per_token[:, :1]):  # both shapes the sampler passes (compiled graphs, CUDA graphs)
+            for _ in range(steps):
+                self.denoise_step(x, tau, cache)
         self.synchronize()
 
     def describe(self) -> dict[str, Any]:

@@ -64,6 +64,10 @@ class OnnxRuntimeEngine(ArtifactEngine):
             str(self.manifest.path(self.artifact, "denoise")), options, providers=self.providers
         )
         self._specs = self.manifest.tensors
+        # A time axis exported free (a name, not a number) takes tau [B, 1]; an older static export gets it broadcast.
+        self.shared_time_graph = any(
+            i.name == "tau" and not isinstance(i.shape[1], int) for i in self._denoise.get_inputs()
+        )
         self._step_binding = self._denoise.io_binding()
         self._bound_cache: PrefixCache | None = None
         self._bound_tensors: list[Tensor] = []
@@ -74,6 +78,15 @@ class OnnxRuntimeEngine(ArtifactEngine):
         if tuple(value.shape) != tuple(spec["shape"]):
             raise ShapeError(f"onnxruntime {name}: artifact expects {spec['shape']}, got {list(value.shape)}")
         return value.to(self.device, _TORCH_DTYPES[spec["dtype"]]).contiguous()
+
+    def _tau(self, tau: Tensor) -> Tensor:
+        """tau as the denoise graph takes it: [B, 1] as given where its time axis is free, else [B, H]."""
+        batch, horizon = self._specs["tau"]["shape"]
+        if tau.ndim == 2 and tuple(tau.shape) == (batch, 1):
+            if self.shared_time_graph:
+                return tau.to(self.device, torch.float32).contiguous()
+            tau = tau.expand(batch, horizon)
+        return self._tensor("tau", tau)
 
     def _empty(self, name: str) -> Tensor:
         spec = self._specs[name]
@@ -106,7 +119,7 @@ class OnnxRuntimeEngine(ArtifactEngine):
             for name, value in zip(PREFILL_OUTPUTS, self._bound_tensors, strict=True):
                 self._bind(binding, name, value)  # the list keeps converted copies alive while bound
             self._bound_cache = cache
-        x_t, tau = self._tensor("x_t", x_t), self._tensor("tau", tau)
+        x_t, tau = self._tensor("x_t", x_t), self._tau(tau)
         self._bind(binding, "x_t", x_t)
         self._bind(binding, "tau", tau)
         velocity = self._empty(DENOISE_OUTPUTS[0])
@@ -120,6 +133,7 @@ class OnnxRuntimeEngine(ArtifactEngine):
             "dtype": self.manifest.precision,
             "compile": f"onnx opset {self.manifest.opset}",
             "threads": self.threads or "default",
+            "shared_time": self.shared_time_graph,
             "providers": self.providers,
             "quant": (self.manifest.quantization or {}).get("scheme"),
             "artifact": str(self.artifact),

@@ -1,5 +1,6 @@
 """torch -> ONNX for the two graphs of pi0.5: prefill (images + prompt -> PrefixCache tensors) and one
-denoise step (x_t, tau + PrefixCache tensors -> velocity). Static shapes, one batch size per export.
+denoise step (x_t, tau + PrefixCache tensors -> velocity). Static shapes, one batch size per export; only tau's
+time axis is free (H, or 1 for one time shared by a row's tokens).
 
 Uses the TorchScript exporter (`dynamo=False`), robust for fixed shapes; attention is traced through
 `explicit_attention()` because SDPA's grouped-query flag does not export. Needs the `onnx` extra.
@@ -23,6 +24,7 @@ from vlash.engines.artifact import (
     PRECISIONS,
     PREFILL_INPUTS,
     PREFILL_OUTPUTS,
+    TIME_TOKENS_AXIS,
     ArtifactManifest,
     tensor_specs,
 )
@@ -35,6 +37,9 @@ Progress = Callable[[float, str], None]  # (fraction done, what is happening)
 MIN_OPSET = 17
 SINGLE_FILE_LIMIT = 1 << 31  # protobuf's 2 GiB: larger graphs keep their weights in one <name>.data file
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+# The one free dimension of an artifact: tau's time axis is H (a time per token) or 1 (one time shared by a row's
+# tokens; the graph broadcasts it, conditioning each row once). Everything else is static.
+TAU_AXES = {"tau": {1: TIME_TOKENS_AXIS}}
 
 
 class PrefillGraph(nn.Module):
@@ -73,7 +78,14 @@ def example_tensors(model: Pi05Model, batch: int) -> tuple[tuple[Tensor, ...], t
     return prefill_args, (x_t, tau, *(getattr(cache, name) for name in PREFILL_OUTPUTS))
 
 
-def _export_graph(module: nn.Module, args: tuple[Tensor, ...], target: Path, names: tuple, opset: int) -> None:
+def _export_graph(
+    module: nn.Module,
+    args: tuple[Tensor, ...],
+    target: Path,
+    names: tuple,
+    opset: int,
+    dynamic_axes: dict[str, dict[int, str]] | None = None,
+) -> None:
     inputs, outputs = names
     with tempfile.TemporaryDirectory(prefix=".export-", dir=target.parent) as tmp:
         raw = Path(tmp) / target.name
@@ -87,6 +99,7 @@ def _export_graph(module: nn.Module, args: tuple[Tensor, ...], target: Path, nam
                 output_names=list(outputs),
                 opset_version=opset,
                 do_constant_folding=True,
+                dynamic_axes=dynamic_axes,
                 dynamo=False,
             )
         if len(list(Path(tmp).iterdir())) == 1:  # weights inline: the file is complete
@@ -131,7 +144,9 @@ def export_onnx(
     report(0.1, "exporting prefill graph")
     _export_graph(PrefillGraph(model), prefill_args, out / "prefill.onnx", (PREFILL_INPUTS, PREFILL_OUTPUTS), opset)
     report(0.6, "exporting denoise graph")
-    _export_graph(DenoiseGraph(model), denoise_args, out / "denoise.onnx", (DENOISE_INPUTS, DENOISE_OUTPUTS), opset)
+    _export_graph(
+        DenoiseGraph(model), denoise_args, out / "denoise.onnx", (DENOISE_INPUTS, DENOISE_OUTPUTS), opset, TAU_AXES
+    )
     graphs = {"prefill": "prefill.onnx", "denoise": "denoise.onnx"}
     manifest = ArtifactManifest(
         engine="onnxruntime",

@@ -12,7 +12,7 @@ Plans are cached (vlash.engines.tensorrt_cache) by model hash, precision, Tensor
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -78,9 +78,15 @@ def configure(trt: ModuleType, builder, precision: str, compute_capability: str 
 
 
 def build_engine(
-    onnx_path: str | Path, precision: str, compute_capability: str | None = None, workspace_gb: float = 4.0
+    onnx_path: str | Path,
+    precision: str,
+    compute_capability: str | None = None,
+    workspace_gb: float = 4.0,
+    shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> bytes:
-    """Parse one ONNX graph and build a serialized engine (plan)."""
+    """Parse one ONNX graph and build a serialized engine (plan). shapes: the full shape of every input (the
+    manifest's tensor specs); an input the ONNX leaves free (tau's time axis) is pinned to it by an optimization
+    profile, so the plan runs one shape (the engine broadcasts a shared time into its [B, H] buffer)."""
     trt = import_tensorrt()
     check_precision(trt, precision)
     logger = trt.Logger(trt.Logger.WARNING)
@@ -91,10 +97,25 @@ def build_engine(
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
         raise EngineUnavailable(f"TensorRT cannot parse {onnx_path}: {errors}")
     config = configure(trt, builder, precision, compute_capability, workspace_gb)
+    pin_free_inputs(builder, network, config, shapes or {}, onnx_path)
     plan = builder.build_serialized_network(network, config)
     if plan is None:
         raise EngineUnavailable(f"TensorRT failed to build {onnx_path} at {precision} (see the TensorRT log above)")
     return bytes(plan)
+
+
+def pin_free_inputs(builder, network, config, shapes: Mapping[str, Sequence[int]], onnx_path: str | Path) -> None:
+    """One optimization profile with min = opt = max = `shapes[name]` for every network input with a free (-1) dim."""
+    free = [network.get_input(i) for i in range(network.num_inputs) if -1 in tuple(network.get_input(i).shape)]
+    if not free:
+        return
+    profile = builder.create_optimization_profile()
+    for tensor in free:
+        if tensor.name not in shapes:
+            raise ConfigError(f"{onnx_path}: input {tensor.name!r} has a free dimension and no shape was given for it")
+        shape = tuple(int(d) for d in shapes[tensor.name])
+        profile.set_shape(tensor.name, shape, shape, shape)
+    config.add_optimization_profile(profile)
 
 
 def graph_sources(
@@ -150,10 +171,13 @@ def build_plans(
     report(0.0, f"preparing {precision} graphs")
     sources = graph_sources(directory, manifest, precision, trt, qdq_graphs)
     keys = {}
+    shapes = {name: spec["shape"] for name, spec in manifest.tensors.items()}
     for i, graph in enumerate(GRAPHS):
         report(0.2 + 0.4 * i, f"building the {graph} engine ({precision})")
         key = cache_key(sources[graph], precision, trt.__version__, target_name(compute_capability))
-        plan = cache.get_or_build(key, lambda g=graph: build_engine(sources[g], precision, compute_capability))
+        plan = cache.get_or_build(
+            key, lambda g=graph: build_engine(sources[g], precision, compute_capability, shapes=shapes)
+        )
         (directory / f"{graph}.plan").write_bytes(plan)
         keys[graph] = key
     manifest.engine = "tensorrt"

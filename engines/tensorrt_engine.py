@@ -38,8 +38,12 @@ class _Graph:
             raise EngineUnavailable("TensorRT could not deserialize the plan (built for another GPU / version?)")
         self.context = self.engine.create_execution_context()
         names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
+        for n in names:  # an input with a free dim (tau's time axis) runs the one shape its profile pins
+            free = -1 in tuple(self.engine.get_tensor_shape(n))
+            if free and self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT:
+                self.context.set_input_shape(n, self.engine.get_tensor_profile_shape(n, 0)[1])
         self.dtypes = {n: _torch_dtype(trt, self.engine.get_tensor_dtype(n)) for n in names}
-        self.shapes = {n: tuple(self.engine.get_tensor_shape(n)) for n in names}
+        self.shapes = {n: tuple(self.context.get_tensor_shape(n)) for n in names}
 
     def empty(self, name: str) -> Tensor:
         return torch.empty(self.shapes[name], dtype=self.dtypes[name], device="cuda")
@@ -84,7 +88,8 @@ class TensorRTEngine(ArtifactEngine):
         plan_file = self.artifact / self.manifest.files.get(graph, f"{graph}.plan")
         if built_for == key and plan_file.is_file():
             return plan_file.read_bytes()
-        return EngineCache().get_or_build(key, lambda: build_engine(source, self.manifest.precision))
+        shapes = {name: spec["shape"] for name, spec in self.manifest.tensors.items()}
+        return EngineCache().get_or_build(key, lambda: build_engine(source, self.manifest.precision, shapes=shapes))
 
     def prefill(self, inputs: Pi05Inputs) -> PrefixCache:
         g = self.prefill_graph

@@ -16,7 +16,7 @@ with torch.no_grad():
     cache = model.prefill(random_inputs(cfg))  # images + prompt, once per observation
     sampler = FlowSampler(SamplerConfig(num_steps=10, schedule="horizon-aware"))
     noise = torch.randn(1, cfg.action_horizon, cfg.action_dim)
-    run = sampler.start(lambda x, tau: model.denoise_step(x, tau, cache), noise)
+    run = sampler.start(lambda x, tau: model.denoise_step(x, tau, cache), noise, shared_time=True)
     for final in run:  # contiguous blocks of final actions, the first after ONE denoise step
         print(f"step {final.step}: actions [{final.start}, {final.stop}) final after {final.elapsed_s * 1e3:.1f} ms")
 print("chunk", tuple(run.result.actions.shape), "in", run.result.steps_run, "steps")

@@ -52,8 +52,41 @@ def test_full_sampled_chunk_matches_torch(engines, tiny_model, schedule):
     with torch.no_grad():
         for engine in engines:
             cache = engine.prefill(inputs)
-            chunks.append(sampler.sample(lambda x, tau, e=engine, c=cache: e.denoise_step(x, tau, c), noise).actions)
-    torch.testing.assert_close(chunks[1], chunks[0], atol=TOL, rtol=0)
+            for shared_time in (False, True):
+                step = lambda x, tau, e=engine, c=cache: e.denoise_step(x, tau, c)  # noqa: E731
+                chunks.append(sampler.sample(step, noise, shared_time=shared_time).actions)
+    for chunk in chunks[1:]:
+        torch.testing.assert_close(chunk, chunks[0], atol=TOL, rtol=0)
+
+
+def test_one_time_per_row_runs_through_the_free_time_axis(engines, tiny_model):
+    ref, ort = engines
+    cfg = tiny_model.config
+    assert ort.shared_time_graph and ort.describe()["shared_time"]
+    x, tau = torch.randn(1, cfg.action_horizon, cfg.action_dim), torch.full((1, 1), 0.6)
+    with torch.no_grad():
+        inputs = random_inputs(cfg, seed=4)
+        cache, ref_cache = ort.prefill(inputs), ref.prefill(inputs)
+        shared = ort.denoise_step(x, tau, cache)
+        per_token = ort.denoise_step(x, tau.expand(1, cfg.action_horizon), cache)
+        want = ref.denoise_step(x, tau, ref_cache)
+    torch.testing.assert_close(shared, per_token, atol=TOL, rtol=0)
+    torch.testing.assert_close(shared, want, atol=TOL, rtol=0)
+
+
+def test_an_export_with_a_static_time_axis_gets_the_shared_time_broadcast(tiny_model, tmp_path, monkeypatch):
+    from vlash.engines import onnx_export
+
+    monkeypatch.setattr(onnx_export, "TAU_AXES", None)  # what exports before the free time axis wrote
+    onnx_export.export_onnx(tiny_model, tmp_path / "static", policy="pi05-tiny")
+    ort = create_engine("onnxruntime", artifact=tmp_path / "static", threads=1)
+    assert not ort.shared_time_graph
+    cfg = tiny_model.config
+    x, tau = torch.randn(1, cfg.action_horizon, cfg.action_dim), torch.full((1, 1), 0.6)
+    with torch.no_grad():
+        cache = ort.prefill(random_inputs(cfg, seed=4))
+        shared, per_token = (ort.denoise_step(x, t, cache) for t in (tau, tau.expand(1, cfg.action_horizon)))
+    assert torch.equal(shared, per_token)
 
 
 def test_a_new_prefill_rebinds_the_cache(engines, tiny_model):

@@ -46,6 +46,14 @@ def test_unknown_compute_capability_is_a_config_error(trt, onnx_artifact):
         build_engine(onnx_artifact / "denoise.onnx", "fp32", compute_capability="SM90")
 
 
+def test_a_free_input_dimension_needs_its_shape(trt, onnx_artifact):
+    from vlash.engines.tensorrt_build import build_engine
+    from vlash.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="'tau' has a free dimension"):
+        build_engine(onnx_artifact / "denoise.onnx", "fp32", compute_capability="SM89")
+
+
 @pytest.mark.gpu
 @pytest.mark.trt
 def test_tensorrt_engine_matches_torch(onnx_artifact, tiny_model, tmp_path):

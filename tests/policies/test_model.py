@@ -47,6 +47,20 @@ def test_per_token_time_conditions_each_action(two_camera_tiny):
     assert not torch.allclose(base[0, 1:], changed[0, 1:])  # others see it through attention
 
 
+def test_one_time_per_row_equals_the_same_time_on_every_token(two_camera_tiny):
+    model, cfg = two_camera_tiny, two_camera_tiny.config
+    inputs = random_inputs(cfg, batch=2, valid_tokens=(cfg.max_token_len, 9))
+    x_t, tau = torch.randn(2, cfg.action_horizon, cfg.action_dim), torch.tensor([[0.8], [0.3]])
+    with torch.no_grad():
+        cache = model.prefill(inputs)
+        shared = model.denoise_step(x_t, tau, cache)
+        per_token = model.denoise_step(x_t, tau.expand(2, cfg.action_horizon), cache)
+        joint = model.forward_joint(inputs, x_t, tau)
+    torch.testing.assert_close(shared, per_token, atol=1e-5, rtol=0)
+    torch.testing.assert_close(joint, per_token, atol=1e-5, rtol=0)
+    assert not torch.allclose(shared[0], shared[1])  # each row its own time
+
+
 def test_padding_tokens_do_not_change_velocity(two_camera_tiny):
     model, cfg = two_camera_tiny, two_camera_tiny.config
     inputs = random_inputs(cfg, batch=1, valid_tokens=(7,))
@@ -67,6 +81,8 @@ def test_bad_shapes_raise_shape_error(two_camera_tiny):
     cache = model.prefill(random_inputs(cfg, batch=1))
     with pytest.raises(ShapeError, match="tau"):
         model.denoise_step(torch.zeros(1, cfg.action_horizon, cfg.action_dim), torch.zeros(1), cache)
+    with pytest.raises(ShapeError, match="tau"):  # neither per token nor one per row
+        model.denoise_step(torch.zeros(1, cfg.action_horizon, cfg.action_dim), torch.zeros(1, 2), cache)
     with pytest.raises(ShapeError, match="x_t"):
         model.denoise_step(torch.zeros(1, 3, cfg.action_dim), torch.zeros(1, 3), cache)
 

@@ -117,7 +117,8 @@ def _reference_plan(policy, infer: Infer, num_steps: int) -> np.ndarray:
         kwargs["prefix"] = model_actions(infer.prefix)
     schedule = infer.schedule or "constant"
     sampler = FlowSampler(SamplerConfig(num_steps=num_steps, schedule=schedule, guidance=guidance))
-    result = sampler.sample(lambda x, tau: policy.model.denoise_step(x, tau, cache), noise, **kwargs)
+    step = lambda x, tau: policy.model.denoise_step(x, tau, cache)  # noqa: E731
+    result = sampler.sample(step, noise, shared_time=True, **kwargs)  # as the runtime runs every engine
     actions = proc.postprocess(result.actions, infer.state[None])[0]
     if infer.prefix is not None:
         actions[: len(infer.prefix)] = infer.prefix

@@ -177,7 +177,9 @@ class _Batch:
         engine.synchronize()
         self.t2 = time.perf_counter()
         plans = [r.plan for r in self.rows]
-        stepper = BatchStepper(stack_plans(plans + plans[-1:] * pad), engine.synchronize, engine.can_shrink_batch)
+        stepper = BatchStepper(
+            stack_plans(plans + plans[-1:] * pad), engine.synchronize, engine.can_shrink_batch, shared_time=True
+        )
         stepper.drop(range(n, n + pad))  # the pad rows: evaluated with the others, never reported
         while not stepper.done:
             started = time.perf_counter()  # the step's time includes its stage hooks

@@ -84,13 +84,20 @@ class BatchStepper:
     """Runs the Euler steps of a plan's rows; see the module docstring."""
 
     def __init__(
-        self, plan: SamplingPlan, synchronize: Callable[[], object] | None = None, shrink: bool = True
+        self,
+        plan: SamplingPlan,
+        synchronize: Callable[[], object] | None = None,
+        shrink: bool = True,
+        shared_time: bool = False,
     ) -> None:
         """synchronize: called before the clock read that ends a step (e.g. torch.cuda.synchronize). shrink: False
         keeps every row in x to the end (an engine of static batch); finished and dropped rows are then still
-        evaluated but no longer reported."""
+        evaluated but no longer reported. shared_time: velocity_fn also takes tau [n, 1], one time per row (every
+        vlash Engine does); steps at which every row's tokens share one time (`plan.shared_time`) pass that, so the
+        model conditions each row once instead of once per token. False: always per-token tau [n, H]."""
         self.plan = plan
         self.shrink = shrink
+        self.shared_time = shared_time
         self.active: list[int] = list(range(plan.batch))  # plan rows still running, in order
         self.x_rows: list[int] = list(self.active)  # the plan row of each row of x
         self.x_index: Tensor | None = None  # x_rows as an int64 index on the plan's device; None: every plan row
@@ -143,7 +150,8 @@ class BatchStepper:
             raise RuntimeError("BatchStepper.step: no row is left running")
         xrows, k = self._xrows, self.step_index
         t0 = time.perf_counter() if started is None else started
-        v = self._velocity(velocity_fn, xrows.taus[k], k)
+        tau = xrows.taus[k][:, :1] if self.shared_time and self.plan.shared_time[k] else xrows.taus[k]
+        v = self._velocity(velocity_fn, tau, k)
         self.x = _euler_update(self.x, v, xrows.dtaus[k], xrows.held)
         if self._sync is not None:
             self._sync()

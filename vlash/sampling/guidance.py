@@ -71,16 +71,16 @@ def guided_velocity(
 ) -> Tensor:
     """One guided velocity evaluation: v - weight * J^T[(target - a1_hat) * mask], fp32 [B, H, A].
 
-    x: fp32 [B, H, A]; tau: fp32 [B, H]; target: fp32 [B, H, A]; mask: fp32 [H] (every row) or [B, H] (per row);
-    weight: one float, or fp32 [B] per row. A row with mask 0 and weight 0 keeps its plain velocity (rows of a
-    batch are independent, so its share of the vector-Jacobian product is 0). Costs one vector-Jacobian product
-    through `velocity_fn`.
+    x: fp32 [B, H, A]; tau: fp32 [B, H] (or [B, 1]: one time per row); target: fp32 [B, H, A]; mask: fp32 [H]
+    (every row) or [B, H] (per row); weight: one float, or fp32 [B] per row. A row with mask 0 and weight 0 keeps
+    its plain velocity (rows of a batch are independent, so its share of the vector-Jacobian product is 0). Costs
+    one vector-Jacobian product through `velocity_fn`.
     """
     with torch.enable_grad():
         x_in = x.detach().requires_grad_(True)
         v = eval_velocity(velocity_fn, x_in, tau)
         a1_hat = x_in - tau[..., None] * v
-        err = (target - a1_hat.detach()) * mask.expand(tau.shape)[..., None]
+        err = (target - a1_hat.detach()) * mask.expand(x_in.shape[:2])[..., None]
         (g,) = torch.autograd.grad(a1_hat, x_in, grad_outputs=err)
     if isinstance(weight, Tensor):
         weight = weight[:, None, None]

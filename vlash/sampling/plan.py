@@ -31,6 +31,7 @@ class SamplingPlan:
     final_at_step: Tensor  # int64 [B, H] (CPU): first step after which each index is final; PREFIX for i < d
     last_step: list[int]  # per row: the step after which it stops (its early stop; N - 1 without one)
     guided: list[bool]  # per row: guided RTC on
+    shared_time: list[bool]  # per step: every row's tokens share one time (taus[k, b, :] all equal, e.g. constant)
     guidance_target: Tensor | None = None  # fp32 [B, H, A] RTC target Y (0 on unguided rows); None: no row guided
     guidance_mask: Tensor | None = None  # fp32 [B, H] RTC soft mask W (0 on unguided rows)
     guidance_weights: Tensor | None = None  # fp32 [N, B] per-step RTC weight w (0 on unguided rows)
@@ -114,6 +115,7 @@ def make_plan(
         raise ValueError(f"guidance_delay {guidance_delay} differs from the prefix length {d}")
     grid = grid_fn(horizon, d)
     frontier, final_at = _finality(grid, d)
+    shared_time = (grid[:-1] == grid[:-1, :1]).all(dim=1).tolist()  # decided once, from the float64 grid
     last = _last_step(frontier, early_stop_final, horizon)
     device = noise.device
     x0 = noise.to(dtype=torch.float32, copy=True)
@@ -136,6 +138,7 @@ def make_plan(
         final_at_step=final_at[None].expand(batch, -1).contiguous(),
         last_step=[last] * batch,
         guided=[guidance_target is not None] * batch,
+        shared_time=shared_time,
     )
     if guidance_target is not None:
         delay = d if guidance_delay is None else guidance_delay
@@ -168,6 +171,7 @@ def stack_plans(plans: Sequence[SamplingPlan]) -> SamplingPlan:
         final_at_step=cat("final_at_step"),
         last_step=[k for p in plans for k in p.last_step],
         guided=[g for p in plans for g in p.guided],
+        shared_time=[all(shared) for shared in zip(*(p.shared_time for p in plans), strict=True)],
     )
     if any(plan.guided):
         plan.guidance_target = torch.cat([_or_zeros(p.guidance_target, p.x0) for p in plans])

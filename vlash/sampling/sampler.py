@@ -113,6 +113,7 @@ class FlowSampler:
         guidance_target: Tensor | None = None,
         guidance_delay: int | None = None,
         synchronize: Callable[[], object] | None = None,
+        shared_time: bool = False,
     ) -> SamplingRun:
         """Validate the inputs (ValueError) and return a lazy run; nothing is evaluated yet.
 
@@ -122,10 +123,12 @@ class FlowSampler:
         leftover aligned to this chunk's indices, [B, H, A]; needs `config.guidance` and turns
         guided RTC on (None: unguided, e.g. the first chunk). guidance_delay: d of the RTC mask,
         defaults to the prefix length. synchronize: called before every clock read (e.g.
-        torch.cuda.synchronize) so step timings cover the device work.
+        torch.cuda.synchronize) so step timings cover the device work. shared_time: velocity_fn also takes
+        tau [B, 1] (every vlash Engine's denoise_step does), passed at steps where all tokens share one time (the
+        constant schedule without a prefix), so the model conditions once per row instead of once per token.
         """
         plan = self.plan(noise, prefix, guidance_target, guidance_delay)
-        return SamplingRun(_steps(plan, velocity_fn, synchronize))
+        return SamplingRun(_steps(plan, velocity_fn, synchronize, shared_time))
 
     def iter_sample(
         self,
@@ -135,9 +138,10 @@ class FlowSampler:
         guidance_target: Tensor | None = None,
         guidance_delay: int | None = None,
         synchronize: Callable[[], object] | None = None,
+        shared_time: bool = False,
     ) -> SamplingRun:
         """Alias of `start`: an iterator of `FinalActions` with the result on `.result`."""
-        return self.start(velocity_fn, noise, prefix, guidance_target, guidance_delay, synchronize)
+        return self.start(velocity_fn, noise, prefix, guidance_target, guidance_delay, synchronize, shared_time)
 
     def sample(
         self,
@@ -147,18 +151,20 @@ class FlowSampler:
         guidance_target: Tensor | None = None,
         guidance_delay: int | None = None,
         synchronize: Callable[[], object] | None = None,
+        shared_time: bool = False,
     ) -> SampleResult:
         """Run all steps (or until the early stop) and return the result; see `start`."""
-        return self.start(velocity_fn, noise, prefix, guidance_target, guidance_delay, synchronize).drain()
+        run = self.start(velocity_fn, noise, prefix, guidance_target, guidance_delay, synchronize, shared_time)
+        return run.drain()
 
 
 def _steps(
-    plan: SamplingPlan, velocity_fn: VelocityFn, synchronize: Callable[[], object] | None
+    plan: SamplingPlan, velocity_fn: VelocityFn, synchronize: Callable[[], object] | None, shared_time: bool
 ) -> Generator[FinalActions, None, SampleResult]:
     """A plan whose rows share their settings: every step finalizes the same indices of every row, and the rows
     finish together."""
     sync = synchronize if synchronize is not None else _no_sync
-    stepper = BatchStepper(plan, sync)
+    stepper = BatchStepper(plan, sync, shared_time=shared_time)
     sync()
     t_start = time.perf_counter()
     done: list[RowDone] = []

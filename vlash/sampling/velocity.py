@@ -8,7 +8,8 @@ from torch import Tensor
 
 from vlash.errors import ShapeError
 
-# velocity_fn(x_t fp32 [B, H, A], tau fp32 [B, H]) -> v [B, H, A] (any float dtype), v ≈ eps - a.
+# velocity_fn(x_t fp32 [B, H, A], tau fp32 [B, H]) -> v [B, H, A] (any float dtype), v ≈ eps - a. Run with
+# `shared_time`, it also gets tau [B, 1] (one time for all of a row's tokens) at steps where that holds.
 # The caller closes over the prefix KV cache; for guided RTC it must be differentiable in x_t.
 VelocityFn = Callable[[Tensor, Tensor], Tensor]
 

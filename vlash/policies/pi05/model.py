@@ -2,7 +2,7 @@
 
 The unit of every engine is the split
     prefill(inputs) -> PrefixCache          # images + prompt through the VLM, once per observation
-    denoise_step(x_t, tau, cache) -> v      # action expert, per-token time tau [B, H]
+    denoise_step(x_t, tau, cache) -> v      # action expert, per-token time tau [B, H] (or [B, 1]: shared)
 At layer l the action tokens attend to VLM layer l's cached K/V plus their own (joint attention).
 `forward_joint` runs prefix and suffix in one pass (training path; equals prefill + denoise_step).
 """
@@ -165,7 +165,7 @@ class Pi05Model(nn.Module):
 
     # ---------------------------------------------------------------- suffix
     def time_condition(self, tau: Tensor) -> Tensor:
-        """Per-token adaRMS condition [B, H, W_expert] from per-token flow time tau [B, H]."""
+        """adaRMS condition [B, T, W_expert] from flow times tau [B, T]: per token (T = H) or shared (T = 1)."""
         if self._time_freq is None or self._time_freq.device != tau.device:
             cfg = self.config
             freq = sincos_frequencies(cfg.expert.width, cfg.time_min_period, cfg.time_max_period)
@@ -174,7 +174,9 @@ class Pi05Model(nn.Module):
         return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb.to(self.dtype)))))
 
     def denoise_step(self, x_t: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
-        """Velocity v [B, H, A] (model dtype) for noisy actions x_t [B, H, A] at per-token times tau [B, H]."""
+        """Velocity v [B, H, A] (model dtype) for noisy actions x_t [B, H, A] at times tau: per token [B, H], or
+        [B, 1] when all of a row's tokens share one time (the time MLP and every adaRMS Dense then run on one row per
+        batch row instead of H, broadcast over the tokens; same result)."""
         self._check_suffix(x_t, tau)
         cond = self.time_condition(tau)
         x = self.action_in_proj(x_t.to(self.dtype))
@@ -252,5 +254,9 @@ class Pi05Model(nn.Module):
         horizon, action_dim = self.config.action_horizon, self.config.action_dim
         if x_t.ndim != 3 or x_t.shape[1:] != (horizon, action_dim):
             raise ShapeError(f"pi05 x_t: expected [B, {horizon}, {action_dim}], got {tuple(x_t.shape)}")
-        if tuple(tau.shape) != tuple(x_t.shape[:2]):
-            raise ShapeError(f"pi05 tau: expected per-token times {tuple(x_t.shape[:2])}, got {tuple(tau.shape)}")
+        batch = x_t.shape[0]
+        if tau.ndim != 2 or tau.shape[0] != batch or tau.shape[1] not in (1, horizon):
+            raise ShapeError(
+                f"pi05 tau: expected per-token times ({batch}, {horizon}) or one per row ({batch}, 1), "
+                f"got {tuple(tau.shape)}"
+            )
