@@ -66,7 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--compile",
         default=None,
         choices=("default", "reduce-overhead", "max-autotune"),
-        help="torch.compile the denoise step (reduce-overhead = CUDA graphs)",
+        help="torch.compile the prefill and the denoise step (reduce-overhead = CUDA graphs)",
     )
     p.add_argument(
         "--profile-rates",
