@@ -155,7 +155,9 @@ def make_engine(
     return create_engine(engine, artifact=artifact, profile=profile, threads=threads)
 
 
-def _one_run(engine: Engine, sampler: FlowSampler, settings: BenchSettings, seed: int) -> dict[str, list[float]]:
+def timed_chunk(engine: Engine, sampler: FlowSampler, settings: BenchSettings, seed: int) -> dict[str, list[float]]:
+    """One chunk on random inputs of `seed` (prefill, then the sampler's steps, tau shared where the plan allows),
+    timed as `vlash bench` reports it: {"prefill_ms", "step_ms", "ttfa_ms", "chunk_ms"} -> this chunk's values."""
     cfg = engine.config
     inputs = random_inputs(cfg, batch=settings.batch, seed=seed, device=engine.device)
     noise = torch.randn(settings.batch, cfg.action_horizon, cfg.action_dim, device=engine.device)
@@ -164,7 +166,9 @@ def _one_run(engine: Engine, sampler: FlowSampler, settings: BenchSettings, seed
     cache = engine.prefill(inputs)
     engine.synchronize()
     t_prefill = time.perf_counter()
-    run = sampler.start(lambda x, tau: engine.denoise_step(x, tau, cache), noise, synchronize=engine.synchronize)
+    run = sampler.start(
+        lambda x, tau: engine.denoise_step(x, tau, cache), noise, synchronize=engine.synchronize, shared_time=True
+    )
     ttfa = None
     for _ in run:
         if ttfa is None:
@@ -190,7 +194,7 @@ def run_bench(
         torch.cuda.reset_peak_memory_stats(engine.device)
     t0 = time.perf_counter()
     for i in range(settings.warmup):
-        _one_run(engine, sampler, settings, seed=i)
+        timed_chunk(engine, sampler, settings, seed=i)
         if progress:
             progress(i + 1, total)
     report = BenchReport(settings, engine.describe(), warmup_s=time.perf_counter() - t0)
@@ -200,7 +204,7 @@ def run_bench(
         report.floors_ms = roofline_ms(engine.config, profile, roofline_precision(report.engine), settings)
     report.samples = {m: [] for m in METRICS}
     for i in range(settings.iters):
-        for metric, values in _one_run(engine, sampler, settings, seed=settings.warmup + i).items():
+        for metric, values in timed_chunk(engine, sampler, settings, seed=settings.warmup + i).items():
             report.samples[metric].extend(values)
         if progress:
             progress(settings.warmup + i + 1, total)
