@@ -44,7 +44,16 @@ def choose_providers(profile: DeviceProfile | None, available: list[str] | None 
 
 @register_engine("onnxruntime")
 class OnnxRuntimeEngine(ArtifactEngine):
-    def __init__(self, artifact: str | Path, profile: DeviceProfile | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        artifact: str | Path,
+        profile: DeviceProfile | None = None,
+        threads: int | None = None,
+        spinning: bool = False,
+    ) -> None:
+        """spinning: onnxruntime's intra-op threads spin while they wait for work (its own default). Off here: beside
+        one busy core a pi05-small chunk on 2 threads went 2.1x slower spinning, 1.7x not, and no slower quiet
+        (docs/BENCHMARKS.md, "Steady on a shared machine")."""
         self.artifact = Path(artifact)
         self.manifest = ArtifactManifest.load(self.artifact)
         self.providers = choose_providers(profile)
@@ -57,6 +66,8 @@ class OnnxRuntimeEngine(ArtifactEngine):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
+        self.spinning = spinning
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         self._prefill = ort.InferenceSession(
             str(self.manifest.path(self.artifact, "prefill")), options, providers=self.providers
         )
@@ -134,6 +145,7 @@ class OnnxRuntimeEngine(ArtifactEngine):
             "compile": f"onnx opset {self.manifest.opset}",
             "threads": self.threads or "default",
             "shared_time": self.shared_time_graph,
+            "spinning": self.spinning,
             "providers": self.providers,
             "quant": (self.manifest.quantization or {}).get("scheme"),
             "artifact": str(self.artifact),

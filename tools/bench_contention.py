@@ -43,6 +43,7 @@ from vlash.atomic import atomic_write
 from vlash.bench import BenchSettings, make_engine, timed_chunk
 from vlash.cli.cpu_threads import available_cores, server_threads
 from vlash.cli.preflight import non_negative_int, positive_int
+from vlash.engines import create_engine
 from vlash.errors import ConfigError
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.config import Pi05Config
@@ -68,8 +69,8 @@ SETTINGS = {
     "torch-default": Setting("torch", "server"),
     "torch-all-cores": Setting("torch", "all"),
     "torch-passive": Setting("torch", "server", (("OMP_WAIT_POLICY", "PASSIVE"),)),
-    "ort-default": Setting("onnxruntime", "server"),
-    "ort-all-cores": Setting("onnxruntime", "all"),
+    "ort-spin": Setting("onnxruntime", "server", spinning=True),
+    "ort-all-cores-spin": Setting("onnxruntime", "all", spinning=True),
     "ort-nospin": Setting("onnxruntime", "server", spinning=False),
     # where the server default is 1 thread (2 cores) the two above change nothing: these ask it at every core
     "torch-all-cores-passive": Setting("torch", "all", (("OMP_WAIT_POLICY", "PASSIVE"),)),
@@ -120,39 +121,16 @@ def bench_config(policy: str, cameras: int | None, prompt_len: int | None) -> Pi
 # ---- the worker (its own process) ------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _no_spinning() -> Iterator[None]:
-    """Sessions created inside get allow_spinning 0. OnnxRuntimeEngine takes no session options, so its
-    `ort.SessionOptions()` is pointed at this for the build (the worker builds one engine, nothing else)."""
-    import onnxruntime as ort
-
-    plain = ort.SessionOptions
-
-    def options() -> ort.SessionOptions:
-        made = plain()
-        made.add_session_config_entry(*NOSPIN)
-        return made
-
-    ort.SessionOptions = options
-    try:
-        yield
-    finally:
-        ort.SessionOptions = plain
-
-
 def _build(spec: dict, workdir: str):
     config = bench_config(spec["policy"], spec["cameras"], spec["prompt_len"])
     torch.set_num_threads(spec["torch_threads"])
     cpu = torch.device("cpu")
     if spec["engine"] == "torch":
         return make_engine(config, "torch", "fp32", cpu)
-    with contextlib.nullcontext() if spec["spinning"] else _no_spinning():
-        engine = make_engine(config, "onnxruntime", "fp32", cpu, threads=spec["threads"], workdir=workdir)
-    if not spec["spinning"]:  # loud if the engine stopped building its sessions through ort.SessionOptions()
-        for session in (engine._prefill, engine._denoise):
-            if session.get_session_options().get_session_config_entry(NOSPIN[0]) != NOSPIN[1]:
-                raise WorkerFailed("onnxruntime session built without allow_spinning 0")
-    return engine
+    exported = make_engine(config, "onnxruntime", "fp32", cpu, threads=spec["threads"], workdir=workdir)
+    if exported.spinning == spec["spinning"]:
+        return exported
+    return create_engine("onnxruntime", artifact=exported.artifact, threads=spec["threads"], spinning=spec["spinning"])
 
 
 def worker(spec: dict) -> int:

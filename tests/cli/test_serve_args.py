@@ -3,6 +3,8 @@ synonym), the CPU thread default that leaves the robot a core, --insecure and --
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import vlash.cli.cpu_threads as cpu_threads
@@ -35,6 +37,18 @@ def test_serve_defaults_to_all_cores_but_one(monkeypatch):
     )
 
 
+def test_serve_asks_idle_openmp_threads_to_sleep_unless_told(monkeypatch):
+    """Spinning workers beside one busy core: a 2-thread chunk 3.5x slower, 1.6-1.8x with PASSIVE (BENCHMARKS.md)."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    parse_args(["keys", "--out", "x"])
+    assert "OMP_WAIT_POLICY" not in os.environ  # other commands leave it alone
+    parse_args(["serve", "--policy", str(MICRO), "--random-weights"])
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    parse_args(["serve", "--policy", str(MICRO), "--random-weights"])
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # the user's choice stands
+
+
 class Recorder:
     def __init__(self) -> None:
         self.args, self.kwargs = (), {}
@@ -54,15 +68,17 @@ def test_a_directory_is_served_from_its_path(policy_dir, monkeypatch, flag):
     assert serve_cmd.load(plan, args) == "loaded"
     policy, checkpoint, random_weights = loader.args[:3]
     assert (policy, checkpoint, random_weights) == (None, policy_dir, False)
-    assert loader.kwargs == {"allow_failed_gate": True}
+    assert loader.kwargs == {"allow_failed_gate": True, "threads": plan.threads}
 
 
 def test_a_preset_is_served_with_random_weights(monkeypatch):
     loader = Recorder()
     monkeypatch.setattr(serve_cmd, "load_runtime", loader)
     args = parse_args(["serve", "--policy", str(MICRO), "--random-weights"])
-    serve_cmd.load(serve_cmd.plan(args), args)
-    assert loader.args[:3] == (str(MICRO), None, True) and loader.kwargs == {"allow_failed_gate": False}
+    plan = serve_cmd.plan(args)
+    serve_cmd.load(plan, args)
+    assert loader.args[:3] == (str(MICRO), None, True)
+    assert loader.kwargs == {"allow_failed_gate": False, "threads": plan.threads}
 
 
 def test_a_reachable_bind_needs_keys_or_insecure():

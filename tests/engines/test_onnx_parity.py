@@ -89,6 +89,22 @@ def test_an_export_with_a_static_time_axis_gets_the_shared_time_broadcast(tiny_m
     assert torch.equal(shared, per_token)
 
 
+def test_intra_op_threads_do_not_spin_unless_asked(engines, onnx_artifact):
+    def spinning(engine):
+        return {engine._denoise.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")}
+
+    _, ort = engines
+    assert not ort.spinning and spinning(ort) == {"0"}
+    assert spinning(create_engine("onnxruntime", artifact=onnx_artifact, threads=1, spinning=True)) == {"1"}
+
+
+def test_the_runtime_gives_onnxruntime_the_threads_it_was_told(onnx_artifact):
+    from vlash.runtime.loading import load_runtime
+
+    runtime = load_runtime(checkpoint=onnx_artifact, engine="onnxruntime", device="cpu", threads=1).runtime
+    assert runtime.engine.threads == 1
+
+
 def test_a_new_prefill_rebinds_the_cache(engines, tiny_model):
     ref, ort = engines
     cfg = tiny_model.config

@@ -15,6 +15,7 @@ import sys
 from types import ModuleType
 
 import vlash
+from vlash.cli.cpu_threads import passive_thread_waits
 from vlash.cli.help_format import CommandParser
 from vlash.errors import VlashError
 
@@ -44,6 +45,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+SERVER_COMMANDS = ("serve",)  # commands whose process serves a robot beside other work: idle CPU threads sleep
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser: global flags and the command name (a command's own flags are not parsed here)."""
     parser = CommandParser(prog="vlash", description="Real-time inference for VLA robot policies.")
@@ -69,6 +73,8 @@ def command_parser(name: str) -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     top, rest = build_parser().parse_known_args(argv)
+    if top.command in SERVER_COMMANDS:
+        passive_thread_waits()  # before the command's module imports torch
     args = command_parser(top.command).parse_args([top.command, *rest])
     args.verbose = top.verbose
     return args

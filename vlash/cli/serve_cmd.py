@@ -57,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--max-pending", type=positive_int, default=ServerConfig.max_pending, help="waiting; then BUSY")
     p.add_argument("--curve-keys", type=Path, default=None, help="directory with server.key_secret (CurveZMQ)")
     p.add_argument("--allow", type=Path, default=None, help="directory of allowed client public keys (*.key)")
-    p.add_argument("--threads", type=positive_int, default=None, help=f"CPU threads for torch (default: {RULE})")
+    threads_help = f"CPU threads for torch and onnxruntime (default: {RULE})"
+    p.add_argument("--threads", type=positive_int, default=None, help=threads_help)
     p.add_argument("--stats-every", type=float, default=30.0, metavar="S", help="print stats every S s (0: never)")
     p.add_argument("--no-warmup", action="store_true", help="skip the warm-up requests")
     p.add_argument(
@@ -103,7 +104,7 @@ class ServePlan:
 
     source: PolicySource
     engine: str  # engine name: --engine, else an artifact's own, else torch
-    threads: int  # torch CPU threads
+    threads: int  # CPU threads of torch and onnxruntime
     config: ServerConfig
     openpi: OpenpiConfig | None
     options: CheckpointOptions
@@ -172,6 +173,7 @@ def load(served: ServePlan, args: argparse.Namespace) -> LoadedRuntime:
         args.schedule,
         served.options,
         allow_failed_gate=args.allow_failed_gate,
+        threads=served.threads,
     )
 
 

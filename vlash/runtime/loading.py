@@ -65,18 +65,20 @@ def load_runtime(
     schedule: str = "constant",
     options: CheckpointOptions | None = None,
     allow_failed_gate: bool = False,
+    threads: int | None = None,
 ) -> LoadedRuntime:
     """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory: vlash,
     LeRobot or openpi, with `options` for what the latter two do not store). Engines other than torch run an
     exported artifact (`vlash export`): `checkpoint` is its directory. A quantized artifact whose recorded
-    fidelity gate failed is refused unless `allow_failed_gate` (`check_gate`)."""
+    fidelity gate failed is refused unless `allow_failed_gate` (`check_gate`). threads: onnxruntime's intra-op
+    threads (None: the device profile's); torch's are the process's (torch.set_num_threads)."""
     if (policy is None) == (checkpoint is None):
         raise ConfigError("give exactly one of --policy NAME and --checkpoint DIR")
     options = options or CheckpointOptions()
     if checkpoint is None and options != CheckpointOptions():
         raise ConfigError("checkpoint options (--tokenizer, --model-config, ...) apply to --checkpoint DIR only")
     if engine != "torch":
-        return _load_artifact(checkpoint, engine, device, num_steps, schedule, allow_failed_gate)
+        return _load_artifact(checkpoint, engine, device, num_steps, schedule, allow_failed_gate, threads)
     if random_weights and policy is None:
         raise ConfigError("--random-weights needs --policy PRESET (e.g. pi05-tiny), not --checkpoint")
     dev = resolve_device(device)
@@ -107,6 +109,7 @@ def _load_artifact(
     num_steps: int | None,
     schedule: str,
     allow_failed_gate: bool,
+    threads: int | None,
 ) -> LoadedRuntime:
     if artifact is None or not is_artifact(artifact):
         raise ConfigError(
@@ -118,7 +121,7 @@ def _load_artifact(
     profile: DeviceProfile | None = load_profile(device) if is_profile_name(device) else None
     start = time.perf_counter()
     loaded = load_policy(Path(artifact) / POLICY_DIR)  # processor + config (the graphs hold the weights)
-    built = create_engine(engine, artifact=artifact, profile=profile)
+    built = create_engine(engine, artifact=artifact, profile=profile, threads=threads)
     load_s = time.perf_counter() - start
     runtime = PolicyRuntime(loaded, built, num_steps=num_steps, schedule=schedule)
     params = sum(p.numel() for p in loaded.model.parameters())
