@@ -120,3 +120,15 @@ def test_full_size_preset_matches_lerobot_layout_exactly():
     total = sum(p.numel() for p in model.parameters())
     assert total == 3_353_433_872
     assert total + dropped == layout["param_count"]
+
+
+def test_weights_off_a_64_byte_boundary_are_copied_onto_one_and_ties_survive():
+    from vlash.policies.checkpoint import ALIGNMENT, aligned_state
+
+    buffer = torch.arange(200, dtype=torch.float32)
+    offset = buffer[6:70].view(8, 8)  # 24 bytes past an aligned start: a safetensors tensor at an odd offset
+    aligned = torch.ones(4, 4)
+    out = aligned_state({"a": offset, "tied": offset, "b": aligned})
+    assert offset.data_ptr() % ALIGNMENT and out["a"].data_ptr() % ALIGNMENT == 0
+    assert torch.equal(out["a"], offset) and out["a"] is out["tied"]
+    assert out["b"] is aligned

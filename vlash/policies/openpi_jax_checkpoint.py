@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from vlash.errors import CheckpointError, EngineUnavailable
+from vlash.policies.checkpoint import aligned_state
 from vlash.policies.openpi_dir import norm_stats_file, openpi_model_config, openpi_processor, openpi_tokenizer
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.pi05.openpi_jax import convert_openpi_params
@@ -98,7 +99,7 @@ def convert_openpi_jax(
     with torch.device("meta"):
         model = Pi05Model(config)
     try:
-        model.load_state_dict(state, strict=True, assign=True)
+        model.load_state_dict(aligned_state(state), strict=True, assign=True)
     except RuntimeError as exc:
         raise CheckpointError(f"{params_dir} does not fit the model config {config.name!r}: {exc}") from exc
     asset_id = str(stats_file.parent.relative_to(root / "assets"))
