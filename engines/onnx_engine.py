@@ -25,6 +25,7 @@ from vlash.policies.pi05.model import Pi05Inputs, PrefixCache
 
 log = logging.getLogger(__name__)
 GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+SPINNING = "session.intra_op.allow_spinning"  # onnxruntime's session config key: "1" spin while waiting, "0" sleep
 _TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bool": torch.bool, "int64": torch.int64}
 
 
@@ -67,7 +68,7 @@ class OnnxRuntimeEngine(ArtifactEngine):
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         self.spinning = spinning
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+        options.add_session_config_entry(SPINNING, "1" if spinning else "0")
         self._prefill = ort.InferenceSession(
             str(self.manifest.path(self.artifact, "prefill")), options, providers=self.providers
         )
@@ -95,7 +96,7 @@ class OnnxRuntimeEngine(ArtifactEngine):
         batch, horizon = self._specs["tau"]["shape"]
         if tau.ndim == 2 and tuple(tau.shape) == (batch, 1):
             if self.shared_time_graph:
-                return tau.to(self.device, torch.float32).contiguous()
+                return tau.to(self.device, _TORCH_DTYPES[self._specs["tau"]["dtype"]]).contiguous()
             tau = tau.expand(batch, horizon)
         return self._tensor("tau", tau)
 

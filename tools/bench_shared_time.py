@@ -17,10 +17,8 @@ from pathlib import Path
 import torch
 from abtime import interleaved, p99
 
-from vlash.bench import make_engine
+from vlash.bench import bench_config, make_engine
 from vlash.engines.base import Engine
-from vlash.policies.pi05 import load_preset
-from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
 
 
@@ -47,11 +45,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=30)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    config: Pi05Config = load_preset(args.policy)
-    if args.cameras is not None:
-        config = config.with_cameras(args.cameras)
-    if args.prompt_len is not None:
-        config = config.with_overrides(max_token_len=args.prompt_len)
+    config = bench_config(args.policy, args.cameras, args.prompt_len)
     print(
         f"<!-- torch {torch.__version__}, {platform.processor() or platform.machine()}, {args.threads} threads, "
         f"{config.name} ({config.num_cameras} camera(s), prompt {config.max_token_len}), {args.rounds} rounds -->"

@@ -44,14 +44,13 @@ import numpy as np
 import torch
 
 from vlash.atomic import atomic_write
-from vlash.bench import BenchSettings, roofline_ms
+from vlash.bench import BenchSettings, bench_config, roofline_ms
 from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices import load_profile
 from vlash.devices.host_rates import cached_host_rates, with_host_rates
 from vlash.engines import create_engine
 from vlash.errors import ConfigError
 from vlash.policies.checkpoint import build_random
-from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
 from vlash.policies.pi05.model import Pi05Inputs, Pi05Model
@@ -101,12 +100,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except (ConfigError, OSError) as exc:
         p.error(f"--policy {args.policy}: {exc}")
     return args
-
-
-def bench_config(policy: str, cameras: int | None, prompt_len: int | None) -> Pi05Config:
-    config = load_preset(policy)
-    config = config if cameras is None else config.with_cameras(cameras)
-    return config if prompt_len is None else config.with_overrides(max_token_len=prompt_len)
 
 
 # ---- openpi's JAX pi0.5 -------------------------------------------------------------------------------------------

@@ -91,7 +91,9 @@ def test_an_export_with_a_static_time_axis_gets_the_shared_time_broadcast(tiny_m
 
 def test_intra_op_threads_do_not_spin_unless_asked(engines, onnx_artifact):
     def spinning(engine):
-        return {engine._denoise.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")}
+        from vlash.engines.onnx_engine import SPINNING
+
+        return {engine._denoise.get_session_options().get_session_config_entry(SPINNING)}
 
     _, ort = engines
     assert not ort.spinning and spinning(ort) == {"0"}
