@@ -226,6 +226,17 @@ def test_fleet_config_refuses_what_ray_cannot_run():
     assert FleetConfig(policy="pi05-tiny", num_gpus=1).device == "cuda"
 
 
+def test_replicas_get_sleeping_openmp_workers_unless_the_user_chose(monkeypatch):
+    """The replicas are Ray's processes, not `vlash serve`'s: the wait policy reaches them through runtime_env."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    options = FleetConfig(policy="pi05-tiny", num_cpus=2).replica_actor_options
+    assert options["num_cpus"] == 2 and options["runtime_env"] == {"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}}
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert FleetConfig(policy="pi05-tiny").replica_actor_options["runtime_env"]["env_vars"]["OMP_WAIT_POLICY"] == (
+        "ACTIVE"
+    )
+
+
 def test_vlash_serve_keeps_the_fleet_flags_and_the_zeromq_flags_apart():
     import vlash.cli.serve_cmd as serve_cmd
     from vlash.cli.main import parse_args

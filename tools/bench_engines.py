@@ -1,5 +1,6 @@
 """Engines x precisions on one device: prefill / step / TTFA / chunk (p50 / p99), peak memory, and the
-roofline floor of the device profile beside each median. Prints one markdown table.
+roofline floor beside each median. Prints one markdown table. On a CPU the floor comes from this host's measured
+GEMM rate and memory bandwidth (cached, as `vlash bench` does; `--profile-rates` for the profile's figures).
 
     python tools/bench_engines.py --policies pi05-tiny pi05-small --threads 2 --iters 20
     python tools/bench_engines.py --profile rtx-4090 --variants torch-bf16 torch-bf16-graphs onnxruntime-fp16
@@ -22,6 +23,7 @@ import torch
 
 from vlash.bench import BenchSettings, make_engine, run_bench
 from vlash.devices import DeviceProfile, load_profile, model_floors
+from vlash.devices.host_rates import HostRates, cached_host_rates, with_host_rates
 from vlash.engines.base import Engine
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.config import Pi05Config
@@ -49,6 +51,7 @@ class Variant:
 
 VARIANTS: dict[str, Variant] = {
     "torch-fp32": Variant("torch", "fp32"),
+    "torch-fp32-compile": Variant("torch", "fp32", {"compile_mode": "default"}),
     "torch-bf16": Variant("torch", "bf16"),
     "torch-bf16-compile": Variant("torch", "bf16", {"compile_mode": "default"}),
     "torch-bf16-graphs": Variant("torch", "bf16", {"cuda_graphs": True}),
@@ -82,10 +85,18 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch and onnxruntime")
+    p.add_argument("--profile-rates", action="store_true", help="on a CPU: the profile's rates, not the host's")
     args = p.parse_args()
-    profile = load_profile(args.profile)
     if args.threads:
         torch.set_num_threads(args.threads)
+    rates = None
+    if load_profile(args.profile).device == "cpu" and not args.profile_rates:
+        rates, cache = cached_host_rates(torch.get_num_threads())
+        print(
+            f"<!-- floor from this host: {rates.gemm_gflops:.0f} GFLOP/s fp32 GEMM, {rates.memory_gbs:.1f} GB/s "
+            f"copy ({rates.threads} threads, measured {rates.measured_at}; {cache}) -->"
+        )
+    profile = _profile(args.profile, rates)
     settings = BenchSettings(schedule=args.schedule, steps=args.steps, iters=args.iters, warmup=args.warmup)
     print(
         f"<!-- torch {torch.__version__}, {platform.processor() or platform.machine()}, "
@@ -101,7 +112,7 @@ def main() -> None:
         for policy in args.policies:
             for name in args.variants:
                 with spawn.Pool(1) as pool:
-                    row = pool.apply(_one_cell, (policy, name, args.profile, settings, args.threads, tmp))
+                    row = pool.apply(_one_cell, (policy, name, args.profile, rates, settings, args.threads, tmp))
                 print(row, flush=True)
     for policy in args.policies:
         for precision in sorted({VARIANTS[name].precision for name in args.variants}):
@@ -110,10 +121,22 @@ def main() -> None:
             print(f"<!-- roofline {policy} {precision} on {profile.name}: {text} -->")
 
 
-def _one_cell(policy: str, name: str, profile_name: str, settings: BenchSettings, threads: int | None, tmp: str) -> str:
+def _profile(name: str, rates: HostRates | None) -> DeviceProfile:
+    return load_profile(name) if rates is None else with_host_rates(load_profile(name), rates)
+
+
+def _one_cell(
+    policy: str,
+    name: str,
+    profile_name: str,
+    rates: HostRates | None,
+    settings: BenchSettings,
+    threads: int | None,
+    tmp: str,
+) -> str:
     if threads:
         torch.set_num_threads(threads)
-    profile, variant = load_profile(profile_name), VARIANTS[name]
+    profile, variant = _profile(profile_name, rates), VARIANTS[name]
     engine = variant.make(load_preset(policy), profile, Path(tmp), threads)
     return _row(policy, name, variant, run_bench(engine, settings, profile=profile))
 

@@ -9,10 +9,6 @@ from __future__ import annotations
 import os
 
 RULE = "all CPU cores but one, at least 1: the robot process on the same machine keeps a core"
-# Idle OpenMP workers sleep instead of spinning. With every core in use and another process busy, spinning workers
-# fight it for the cores: a pi05-small chunk (torch, 2 threads on 2 cores) went 3.5x slower beside one busy core,
-# 1.6-1.8x with PASSIVE, and the quiet chunk did not slow (docs/BENCHMARKS.md, "Steady on a shared machine").
-WAIT_POLICY = ("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def available_cores() -> int:
@@ -28,9 +24,3 @@ def server_threads(requested: int | None = None, cores: int | None = None) -> in
     if requested is not None:
         return requested
     return max(1, (cores if cores is not None else available_cores()) - 1)
-
-
-def passive_thread_waits() -> None:
-    """Set OMP_WAIT_POLICY=PASSIVE unless the user set it. libgomp reads it when it loads, so this must run before
-    torch is imported (the CLI calls it for the server commands before importing them)."""
-    os.environ.setdefault(*WAIT_POLICY)

@@ -15,9 +15,9 @@ import sys
 from types import ModuleType
 
 import vlash
-from vlash.cli.cpu_threads import passive_thread_waits
 from vlash.cli.help_format import CommandParser
 from vlash.errors import VlashError
+from vlash.thread_waits import passive_thread_waits
 
 # Top-level modules of the extras, and the extra that brings each: a command that needs a missing one says so.
 EXTRA_OF_MODULE: dict[str, str] = {

@@ -31,7 +31,7 @@ def fleet_app(config: FleetConfig) -> Application:
         replicas = {"num_replicas": config.num_replicas}
     model = PolicyModel.options(
         **replicas,
-        ray_actor_options=config.replica_cpus_and_gpus,
+        ray_actor_options=config.replica_actor_options,
         max_ongoing_requests=config.ongoing_requests,
     ).bind(config)
     ingress = OpenpiIngress.options(

@@ -16,6 +16,7 @@ from vlash.policies.policy_dir import CheckpointOptions
 from vlash.runtime.loading import LoadedRuntime, load_runtime
 from vlash.sampling import Schedule
 from vlash.server.openpi_mapping import PROFILES, ObservationMap, load_map
+from vlash.thread_waits import server_wait_env
 
 
 @dataclass
@@ -106,9 +107,14 @@ class FleetConfig:
         return dataclass_from_mapping(cls, args, source, "fleet", ConfigError)
 
     @property
-    def replica_cpus_and_gpus(self) -> dict[str, float]:
-        """The model replicas' ray_actor_options."""
-        return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+    def replica_actor_options(self) -> dict[str, Any]:
+        """The model replicas' ray_actor_options: their resources, and idle OpenMP workers that sleep (Ray merges
+        these env_vars with an application's own runtime_env)."""
+        return {
+            "num_cpus": self.num_cpus,
+            "num_gpus": self.num_gpus,
+            "runtime_env": {"env_vars": server_wait_env()},
+        }
 
     @property
     def ongoing_requests(self) -> int:
