@@ -12,6 +12,7 @@ artifact) append an entry whose `build(config, profile, workdir, threads)` retur
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import platform
 import tempfile
@@ -20,11 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import yaml
 
 from vlash.bench import BenchSettings, make_engine, run_bench
 from vlash.devices import DeviceProfile, load_profile, model_floors
 from vlash.devices.host_rates import HostRates, cached_host_rates, with_host_rates
-from vlash.engines.base import Engine
+from vlash.engines.base import Engine, create_engine
+from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.config import Pi05Config
 from vlash.quant import bench_variants
@@ -49,6 +52,61 @@ class Variant:
         )
 
 
+def onnxruntime_on(precision: str, providers: tuple[str, ...]) -> Builder:
+    """onnxruntime on exactly these GPU execution providers (CPU last for unsupported nodes): EngineUnavailable when
+    this onnxruntime lacks one, or when a session quietly fell back to a later provider (the TensorRT EP does, with
+    only a warning, when the TensorRT libraries are missing)."""
+
+    def build(config: Pi05Config, profile: DeviceProfile, workdir: Path, threads: int | None) -> Engine:
+        import onnxruntime as ort
+
+        missing = [p for p in providers if p not in ort.get_available_providers()]
+        if missing or not torch.cuda.is_available():
+            raise EngineUnavailable(
+                f"onnxruntime {ort.__version__} on {', '.join(providers)} needs a CUDA GPU and onnxruntime-gpu "
+                f"(`pip install vlash[gpu]`); this one has {ort.get_available_providers()}"
+            )
+        profile = dataclasses.replace(profile, device="cuda", ort_providers=providers)
+        engine = make_engine(
+            config, "onnxruntime", precision, torch.device("cuda"), profile, threads=threads, workdir=workdir
+        )
+        running = engine._prefill.get_providers()  # what the session really uses
+        if running[0] != providers[0]:
+            raise EngineUnavailable(f"onnxruntime asked for {providers[0]} but the session runs on {running}")
+        return engine
+
+    return build
+
+
+def tensorrt_engine(precision: str) -> Builder:
+    """`vlash export --engine tensorrt` of random weights of `config` (seed 0 on the CPU, as make_engine's), then the
+    tensorrt engine; int8 / fp8 calibrate QDQ graphs on simulated frames (vlash.quant, needs the sim extra)."""
+
+    def build(config: Pi05Config, profile: DeviceProfile, workdir: Path, threads: int | None) -> Engine:
+        from vlash.engines.export import export_artifact
+        from vlash.engines.tensorrt_build import check_precision, import_tensorrt
+
+        trt = import_tensorrt()  # EngineUnavailable before minutes of export
+        if not torch.cuda.is_available():
+            raise EngineUnavailable("TensorRT engines need a CUDA GPU")
+        if precision == "fp8" and torch.cuda.get_device_capability() < (8, 9):
+            raise EngineUnavailable(f"fp8 needs compute capability >= 8.9, not {torch.cuda.get_device_capability()}")
+        try:
+            check_precision(trt, precision)
+        except ConfigError as exc:
+            raise EngineUnavailable(f"{trt.__name__} {trt.__version__}: {exc}") from exc
+        qdq = None
+        if precision in ("int8", "fp8"):
+            from vlash.quant.onnx_artifact import write_qdq_graphs as qdq
+        source = Path(workdir) / f"{config.name}-{config.num_cameras}cam.yaml"  # the config, cameras included
+        source.write_text(yaml.safe_dump(config.to_dict()))
+        out = Path(workdir) / f"{source.stem}-tensorrt-{precision}"
+        export_artifact(out, "tensorrt", precision, preset=str(source), qdq_graphs=qdq)
+        return create_engine("tensorrt", artifact=out, profile=profile, threads=threads)
+
+    return build
+
+
 VARIANTS: dict[str, Variant] = {
     "torch-fp32": Variant("torch", "fp32"),
     "torch-fp32-compile": Variant("torch", "fp32", {"compile_mode": "default"}),
@@ -62,6 +120,15 @@ VARIANTS: dict[str, Variant] = {
     "torch-int4": Variant("torch", "int4", build=bench_variants.torch_int4),
     "onnxruntime-int8-dynamic": Variant("onnxruntime", "int8", build=bench_variants.onnx_int8_dynamic),
     "onnxruntime-int8-static": Variant("onnxruntime", "int8", build=bench_variants.onnx_int8_static),
+    # GPU: onnxruntime's CUDA / TensorRT execution providers, and TensorRT engines (tensorrt or tensorrt_rtx)
+    "onnxruntime-fp32-cuda": Variant("onnxruntime", "fp32", build=onnxruntime_on("fp32", ("CUDAExecutionProvider",))),
+    "onnxruntime-fp16-cuda": Variant("onnxruntime", "fp16", build=onnxruntime_on("fp16", ("CUDAExecutionProvider",))),
+    "onnxruntime-fp16-trt": Variant(
+        "onnxruntime", "fp16", build=onnxruntime_on("fp16", ("TensorrtExecutionProvider", "CUDAExecutionProvider"))
+    ),
+    "tensorrt-fp16": Variant("tensorrt", "fp16", build=tensorrt_engine("fp16")),
+    "tensorrt-bf16": Variant("tensorrt", "bf16", build=tensorrt_engine("bf16")),
+    "tensorrt-fp8": Variant("tensorrt", "fp8", build=tensorrt_engine("fp8")),
 }
 
 
