@@ -40,11 +40,11 @@ import torch
 
 from vlash.atomic import atomic_write
 from vlash.bench import BenchSettings, bench_config, make_engine, timed_chunk
+from vlash.cli.bench_config_args import add_config_arguments, config_from_args
 from vlash.cli.cpu_threads import available_cores, server_threads
 from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices.host_rates import cpu_model
 from vlash.engines import create_engine
-from vlash.errors import ConfigError
 from vlash.sampling import FlowSampler, SamplerConfig
 
 BURN = "while True: pass"
@@ -85,9 +85,7 @@ def log(message: str) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--policy", default="pi05-small", help="vlash preset (or config YAML)")
-    p.add_argument("--cameras", type=positive_int, default=None, help="camera count (default: the policy's)")
-    p.add_argument("--prompt-len", type=positive_int, default=None, help="prompt tokens (default: the policy's)")
+    add_config_arguments(p)
     p.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS), help="settings to time")
     p.add_argument("--steps", type=positive_int, default=10, help="Euler steps per chunk")
     p.add_argument("--rounds", type=positive_int, default=4, help="rounds (every setting, quiet and busy, each)")
@@ -102,10 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--settings names one twice: {args.settings}")
     if args.json is not None and args.json.is_dir():
         p.error(f"--json {args.json} is a directory")
-    try:
-        args.config = bench_config(args.policy, args.cameras, args.prompt_len)
-    except (ConfigError, OSError) as exc:
-        p.error(f"--policy {args.policy}: {exc}")
+    args.config = config_from_args(p, args)
     return args
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 from abtime import interleaved, p99
 
-from vlash.bench import bench_config, make_engine
+from vlash.bench import make_engine
+from vlash.cli.bench_config_args import add_config_arguments, config_from_args
 from vlash.engines.base import Engine
 from vlash.policies.pi05.examples import random_inputs
 
@@ -37,15 +38,13 @@ def step_pair(engine: Engine, rounds: int) -> tuple[list[float], list[float]]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--policy", default="pi05-small")
-    p.add_argument("--cameras", type=int, default=None, help="camera slots (default: the preset's)")
-    p.add_argument("--prompt-len", type=int, default=None, help="max_token_len (default: the preset's)")
+    add_config_arguments(p)
     p.add_argument("--engines", nargs="+", default=["torch", "onnxruntime"], choices=["torch", "onnxruntime"])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=30)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    config = bench_config(args.policy, args.cameras, args.prompt_len)
+    config = config_from_args(p, args)
     print(
         f"<!-- torch {torch.__version__}, {platform.processor() or platform.machine()}, {args.threads} threads, "
         f"{config.name} ({config.num_cameras} camera(s), prompt {config.max_token_len}), {args.rounds} rounds -->"

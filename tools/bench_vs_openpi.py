@@ -44,12 +44,12 @@ import numpy as np
 import torch
 
 from vlash.atomic import atomic_write
-from vlash.bench import BenchSettings, bench_config, roofline_ms
+from vlash.bench import BenchSettings, roofline_ms
+from vlash.cli.bench_config_args import add_config_arguments, config_from_args
 from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices import load_profile
 from vlash.devices.host_rates import cached_host_rates, with_host_rates
 from vlash.engines import create_engine
-from vlash.errors import ConfigError
 from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
@@ -75,9 +75,7 @@ def log(message: str) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--openpi", type=Path, default=None, help="an openpi source checkout (its root); default: none")
-    p.add_argument("--policy", default="pi05-small", help="vlash preset (or config YAML) giving the dimensions")
-    p.add_argument("--cameras", type=positive_int, default=None, help="camera count (default: the policy's)")
-    p.add_argument("--prompt-len", type=positive_int, default=None, help="prompt tokens (default: the policy's)")
+    add_config_arguments(p)
     p.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES), help="vlash engines to time")
     p.add_argument("--steps", type=positive_int, default=10, help="Euler steps per chunk")
     p.add_argument("--rounds", type=positive_int, default=10, help="timed rounds (one chunk per engine each)")
@@ -95,10 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--engines names one twice: {args.engines}")
     if args.json is not None and args.json.is_dir():
         p.error(f"--json {args.json} is a directory")
-    try:
-        args.config = bench_config(args.policy, args.cameras, args.prompt_len)
-    except (ConfigError, OSError) as exc:
-        p.error(f"--policy {args.policy}: {exc}")
+    args.config = config_from_args(p, args)
     return args
 
 
