@@ -43,6 +43,17 @@ def choose_providers(profile: DeviceProfile | None, available: list[str] | None 
     return [*chosen, "CPUExecutionProvider"]
 
 
+def check_session_providers(asked: list[str], running: list[str], graph: str) -> None:
+    """EngineUnavailable when a session does not run on the first provider asked for: onnxruntime falls back to the
+    next one with only a warning (the TensorRT provider does when TensorRT's libraries are missing), and a policy
+    meant for the GPU would then serve from the CPU, silently slower."""
+    if running[:1] != asked[:1]:
+        raise EngineUnavailable(
+            f"onnxruntime's {graph} session was asked for {asked[0]} but runs on {running} (onnxruntime's log says "
+            "why; usually that provider's libraries are missing)"
+        )
+
+
 @register_engine("onnxruntime")
 class OnnxRuntimeEngine(ArtifactEngine):
     def __init__(
@@ -75,6 +86,8 @@ class OnnxRuntimeEngine(ArtifactEngine):
         self._denoise = ort.InferenceSession(
             str(self.manifest.path(self.artifact, "denoise")), options, providers=self.providers
         )
+        for graph, session in (("prefill", self._prefill), ("denoise", self._denoise)):
+            check_session_providers(self.providers, session.get_providers(), graph)
         self._specs = self.manifest.tensors
         # A time axis exported free (a name, not a number) takes tau [B, 1]; an older static export gets it broadcast.
         self.shared_time_graph = any(

@@ -57,3 +57,14 @@ def test_providers_follow_the_profile():
     assert choose_providers(load_profile("jetson-orin"), gpu[1:]) == gpu[1:]
     with pytest.raises(EngineUnavailable, match=r"vlash\[gpu\]"):
         choose_providers(load_profile("h100"), cpu_only)
+
+
+def test_a_session_that_fell_back_to_another_provider_is_refused():
+    from vlash.engines.onnx_engine import check_session_providers
+    from vlash.errors import EngineUnavailable
+
+    asked = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+    check_session_providers(asked, asked, "prefill")
+    check_session_providers(["CPUExecutionProvider"], ["CPUExecutionProvider"], "prefill")
+    with pytest.raises(EngineUnavailable, match="asked for TensorrtExecutionProvider but runs on"):
+        check_session_providers(asked, asked[1:], "denoise")
