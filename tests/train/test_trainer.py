@@ -20,6 +20,7 @@ from vlash.policies.policy_dir import load_policy
 from vlash.sampling import FlowSampler, SamplerConfig
 from vlash.train import trainer
 from vlash.train.config import TrainConfig
+from vlash.train.errors import ConfigError
 from vlash.train.output import with_config
 
 MICRO = str(Path(__file__).with_name("pi05-micro.yaml"))
@@ -120,6 +121,23 @@ def test_same_seed_same_run_and_checkpoints(tmp_path, episodes):
     b = trainer.train(_config(tmp_path / "b", steps=4), episodes=episodes)
     c = trainer.train(_config(tmp_path / "c", steps=4, seed=1), episodes=episodes)
     assert a.loss_curve == b.loss_curve and a.loss_curve != c.loss_curve
+
+
+def test_stop_after_ends_a_longer_schedule_early(tmp_path, episodes):
+    full = trainer.train(_config(tmp_path / "full", steps=6), episodes=episodes)
+    early = trainer.train(_config(tmp_path / "early", steps=6, stop_after=3), episodes=episodes)
+    assert early.loss_curve == full.loss_curve[:3]  # the same steps of the same schedule, then the end
+    log = json.loads((tmp_path / "early" / "p" / "train_log.json").read_text())
+    full_log = json.loads((tmp_path / "full" / "p" / "train_log.json").read_text())
+    assert log["step"] == 3 and log["lr"] == full_log["lr"][:3] and log["lr"][-1] != log["lr"][0]
+    meta = load_policy(tmp_path / "early" / "p").metadata
+    assert meta["complete"] and meta["step"] == 3 and meta["config"]["stop_after"] == 3
+
+
+@pytest.mark.parametrize("stop_after", [0, 7, 2.5])
+def test_stop_after_outside_the_schedule_is_refused(tmp_path, stop_after):
+    with pytest.raises(ConfigError, match="stop_after"):
+        _config(tmp_path, steps=6, stop_after=stop_after)
 
 
 def test_ema_saves_the_moving_average_of_the_weights(tmp_path, episodes, monkeypatch):

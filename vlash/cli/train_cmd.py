@@ -116,6 +116,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--log-every", type=int, default=25, help="steps per progress update")
     p.add_argument("--checkpoint-every", type=int, default=0, help="also write the policy every N steps (0: off)")
+    p.add_argument(
+        "--stop-after",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="end after N of the --steps schedule's steps and write the policy there (default: all --steps)",
+    )
     for field, kind, text in AUX_FLAGS:
         p.add_argument(f"--{field.replace('_', '-')}", type=kind, default=getattr(TrainConfig, field), help=text)
     p.add_argument("--keep-failed", action="store_true", help="train on failed expert episodes too")
@@ -205,6 +212,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         dataset=args.dataset,
         log_every=args.log_every,
         checkpoint_every=args.checkpoint_every,
+        stop_after=args.stop_after,
         **{field: getattr(args, field) for field, _, _ in AUX_FLAGS},
         progress=not args.quiet,
     )

@@ -73,6 +73,9 @@ class TrainConfig:
     dataset: str | None = None  # .npz of recorded episodes: loaded when it exists, else recorded and saved
     log_every: int = 25  # steps per progress-bar update and per loss-log line, >= 1
     checkpoint_every: int = 0  # write the policy directory every this many steps too; 0: only at the end
+    # end the run after this many steps of the `steps` schedule (learning rate, EMA) and write the policy there;
+    # None: run all `steps`. A shipped recipe that keeps an early checkpoint of a longer schedule is one command
+    stop_after: int | None = None
     # weight of the per-patch item-label loss on the vision tower (train.vision_aux); 0: flow loss only (the
     # shipped checkpoints were trained without it; docs/EVALUATION.md has the runs with it)
     vision_aux_weight: float = 0.0
@@ -151,6 +154,10 @@ class TrainConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be >= 0, got {value!r}")
+        if self.stop_after is not None and not (
+            isinstance(self.stop_after, int) and 1 <= self.stop_after <= self.steps
+        ):
+            raise ConfigError(f"stop_after must be in [1, steps ({self.steps})] or None, got {self.stop_after!r}")
         if self.grounding_steps > self.steps:
             raise ConfigError(f"grounding_steps must be <= steps ({self.steps}), got {self.grounding_steps}")
         prefix_heads = [field for head, field in AUX_WEIGHTS.items() if head != "expert_target"]
@@ -226,6 +233,11 @@ class TrainConfig:
             moving_share=self.moving_share,
             velocity_dt=self.velocity_dt,
         )
+
+    @property
+    def final_step(self) -> int:
+        """The step the run ends on: stop_after, else steps."""
+        return self.steps if self.stop_after is None else self.stop_after
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only (YAML-safe)."""

@@ -157,8 +157,8 @@ def run_steps(
     model.train()
     start, reported = time.perf_counter(), 0
     try:
-        with progress_bar("training", total=config.steps, enabled=config.progress) as advance:
-            for step in range(config.steps):
+        with progress_bar("training", total=config.final_step, enabled=config.progress) as advance:
+            for step in range(config.final_step):
                 batch = data.batch(config.batch_size, rng)
                 if step < config.grounding_steps:
                     loss, real, aux_losses = grounding_step(model, batch, aux)
@@ -181,16 +181,16 @@ def run_steps(
                 for name, value in aux_losses.items():
                     curves[f"{name}_aux_loss"].append(value.item())
                 done = step + 1
-                if probe is not None and (done % config.vision_probe_every == 0 or done == config.steps):
+                if probe is not None and (done % config.vision_probe_every == 0 or done == config.final_step):
                     curves["vision_probe"].append({"step": done, **probe.measure(model)})
                     gain = f"  image_gain {curves['vision_probe'][-1]['image_gain']:+.4f}"
-                if done % config.log_every == 0 or done == config.steps:
+                if done % config.log_every == 0 or done == config.final_step:
                     rate = done / (time.perf_counter() - start)
                     info = f"loss {np.mean(curves['loss'][-config.log_every :]):.4f}{gain}  {rate:.2f} steps/s"
                     advance(done - reported, info)
                     reported = done
                     log.info("step %d: %s", done, info)
-                if config.checkpoint_every and done % config.checkpoint_every == 0 and done < config.steps:
+                if config.checkpoint_every and done % config.checkpoint_every == 0 and done < config.final_step:
                     checkpoint(done, curves, weights)
     finally:
         if aux is not None:
@@ -248,7 +248,7 @@ def _saver(
     def save(
         step: int, curves: dict[str, list[float]], trained: Pi05Model, extra: dict[str, Any] | None = None
     ) -> Path:
-        final = {"step": step, "complete": step == config.steps, **(extra or {})}
+        final = {"step": step, "complete": step == config.final_step, **(extra or {})}
         final["loss"] = _tail_mean(curves["loss"], config.log_every)
         metadata = {**meta, **final, **config.extra}
         weights = with_config(trained, policy)
@@ -309,7 +309,7 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
         timing = {
             "wall_time_s": time.perf_counter() - start,
             "train_time_s": train_s,
-            "steps_per_s": config.steps / train_s,
+            "steps_per_s": config.final_step / train_s,
             "real_loss": _tail_mean(curves["real_loss"], config.log_every),
         }
         for key, values in curves.items():
@@ -317,7 +317,7 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
                 timing[key] = _tail_mean(values, config.log_every)
         if curves["vision_probe"]:
             timing["image_gain"] = curves["vision_probe"][-1]["image_gain"]
-        out = save(config.steps, curves, trained, timing)
+        out = save(config.final_step, curves, trained, timing)
     return TrainResult(
         out=out,
         final_loss=_tail_mean(curves["loss"], config.log_every),
