@@ -78,6 +78,19 @@ def test_a_truncated_checkpoint_fails_in_the_parent(no_pool, tmp_path):
         check_sweep(config(policy=str(policy)))
 
 
+@pytest.mark.skipif("pi05-tiny-sim" not in available_shipped(), reason="checkpoints/ not in this install")
+def test_a_policy_on_a_simulator_of_other_actions_fails_in_the_parent(no_pool, tmp_path):
+    import yaml
+
+    policy = tmp_path / "velocity"
+    shutil.copytree(shipped_policy_dir("pi05-tiny-sim"), policy)
+    doc = yaml.safe_load((policy / "config.yaml").read_text())
+    doc["metadata"]["sim"] = {"action_interface": "velocity"}  # as vlash train records it
+    (policy / "config.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match="trained with velocity actions but the simulator takes position actions"):
+        run_sweep(config(policy=str(policy)))  # the default simulator: positions
+
+
 def test_a_worker_setup_failure_is_one_line_from_the_real_pool(monkeypatch):
     """Bypass the parent's check so a spawned worker's initializer fails: its first job reports why."""
     monkeypatch.setattr(sweep, "check_sweep", lambda cfg: OraclePolicy())

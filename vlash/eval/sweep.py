@@ -161,6 +161,7 @@ def check_sweep(cfg: SweepConfig):
     except SimConfigError as exc:
         raise ConfigError(f"simulator settings: {exc}") from None
     policy = load_chunk_policy(cfg.policy)
+    check_action_interface(policy, env.action_interface, cfg.policy)
     for executor, timing in cells:
         try:
             check_cell(executor, timing.delay, policy.horizon)
@@ -168,6 +169,18 @@ def check_sweep(cfg: SweepConfig):
         except ValueError as exc:  # ShapeError from the executor's own check, ExecutorConfig's ValueError
             raise ConfigError(f"{executor.mode} d={timing.delay}: {exc}") from None
     return policy
+
+
+def check_action_interface(policy, interface: str, name: str) -> None:
+    """ConfigError when a trained policy's actions are not what the sweep's simulator takes (a velocity policy
+    on the default position arm would be driven to nonsense, not fail); policies without a record pass."""
+    trained = (getattr(getattr(policy, "policy", None), "metadata", None) or {}).get("sim", {}).get("action_interface")
+    if trained is not None and trained != interface:
+        raise ConfigError(
+            f"{name} was trained with {trained} actions but the simulator takes {interface} actions: pass the "
+            f"settings it was trained in (--sim-config {trained}, or a YAML; its config.yaml lists them under "
+            "metadata.sim)"
+        )
 
 
 def run_sweep(cfg: SweepConfig, progress: Callable[[int, int], None] | None = None) -> list[EpisodeMetrics]:
