@@ -43,6 +43,8 @@ def test_shipped_policy_loads_and_acts_from_the_state_it_is_given(name, augmente
 VELOCITY = {
     "pi05-tiny-sim-velocity-hold": ("hold", "velocity-load", True),
     "pi05-tiny-sim-velocity-hold-baseline": ("hold", "velocity-load", False),
+    "pi05-tiny-sim-velocity-intercept": ("intercept", "velocity", True),
+    "pi05-tiny-sim-velocity-intercept-baseline": ("intercept", "velocity", False),
 }
 
 
