@@ -62,7 +62,7 @@ def test_shipped_velocity_policy_plans_joint_velocities_in_its_simulator(name, t
     settings = load_sim_settings(config_dir("eval") / f"{sim}.yaml")
     env = make_env(task, seed=3, settings=settings)
     chunk_policy = ModelPolicy(policy)
-    check_action_interface(chunk_policy, env.action_interface, name)  # the simulator it was trained in
+    check_action_interface(chunk_policy.action_interface, env.action_interface, name)  # its own simulator
     obs, _ = env.reset(seed=3)
     plan = chunk_policy.planner(env, lambda step: None, 1)
     state = np.asarray(obs["state"], np.float32)

@@ -25,6 +25,7 @@ class ChunkPolicy(Protocol):
     horizon: int  # H: chunk length
     num_steps: int  # N: denoise steps of a whole chunk
     camera: str  # the camera name its requests carry the simulator's image under
+    action_interface: str | None  # the simulator actions it was trained for; None: any (or not recorded)
 
     def planner(self, env: Any, commanded: Commanded, quantization: int) -> Planner: ...
 
@@ -34,6 +35,7 @@ class OraclePolicy:
     finality of the sampler the request asked for."""
 
     camera = SIM_CAMERA
+    action_interface = None  # the expert plans in whatever the simulator takes
 
     def __init__(self, horizon: int = 50, num_steps: int = 10) -> None:
         self.horizon, self.num_steps = horizon, num_steps
@@ -55,6 +57,7 @@ class ModelPolicy:
         self.horizon = policy.config.action_horizon
         self.num_steps = num_steps or policy.config.num_steps
         self.camera = policy.config.camera_names[0]
+        self.action_interface = policy.metadata.get("sim", {}).get("action_interface")  # as vlash train records it
         engine = create_engine("torch", model=policy.model.eval())
         self.runtime = PolicyRuntime(policy, engine, num_steps=self.num_steps, guidance_weight=guidance_weight)
 

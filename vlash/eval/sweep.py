@@ -161,7 +161,7 @@ def check_sweep(cfg: SweepConfig):
     except SimConfigError as exc:
         raise ConfigError(f"simulator settings: {exc}") from None
     policy = load_chunk_policy(cfg.policy)
-    check_action_interface(policy, env.action_interface, cfg.policy)
+    check_action_interface(policy.action_interface, env.action_interface, cfg.policy)
     for executor, timing in cells:
         try:
             check_cell(executor, timing.delay, policy.horizon)
@@ -171,10 +171,10 @@ def check_sweep(cfg: SweepConfig):
     return policy
 
 
-def check_action_interface(policy, interface: str, name: str) -> None:
-    """ConfigError when a trained policy's actions are not what the sweep's simulator takes (a velocity policy
-    on the default position arm would be driven to nonsense, not fail); policies without a record pass."""
-    trained = (getattr(getattr(policy, "policy", None), "metadata", None) or {}).get("sim", {}).get("action_interface")
+def check_action_interface(trained: str | None, interface: str, name: str) -> None:
+    """ConfigError when the actions a policy was trained for (ChunkPolicy.action_interface) are not what the
+    sweep's simulator takes: a velocity policy on the default position arm would be driven to nonsense, not
+    fail. None (the oracle, a policy without a record) passes."""
     if trained is not None and trained != interface:
         raise ConfigError(
             f"{name} was trained with {trained} actions but the simulator takes {interface} actions: pass the "
