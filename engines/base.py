@@ -14,6 +14,7 @@ from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
 from vlash.policies.pi05.model import Pi05Inputs, PrefixCache
+from vlash.sampling.span import StepSpan
 
 if TYPE_CHECKING:
     from vlash.engines.artifact import ArtifactManifest
@@ -36,6 +37,26 @@ class Engine(ABC):
     def denoise_step(self, x_t: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
         """Velocity [B, H, A] for noisy actions x_t [B, H, A] (fp32) at times tau: per token [B, H], or [B, 1] when
         all of a row's tokens share one time (an engine whose graph cannot take [B, 1] broadcasts it)."""
+
+    def denoise_span(self, span: StepSpan, cache: PrefixCache) -> Tensor:
+        """x after the span's steps (fp32 [n, H, A]): `denoise_step` and the Euler update, per step. Engines with a
+        static program (`span_granularity`) run a span without Python between its steps."""
+        with torch.no_grad():
+            return span.run(lambda x, tau: self.denoise_step(x, tau, cache))
+
+    def spans(self, cache: PrefixCache) -> tuple[Callable[[StepSpan], Tensor], str] | None:
+        """(run_span, granularity) on `cache` for FlowSampler.start's `spans`; None for an engine without spans."""
+        granularity = self.span_granularity
+        if granularity is None:
+            return None
+        return (lambda span: self.denoise_span(span, cache)), granularity
+
+    @property
+    def span_granularity(self) -> str | None:
+        """How the runtime hands this engine its denoise steps: None, one `denoise_step` call per step (the
+        sampler's Euler update in between); "step", one `denoise_span` per step; "chunk", one `denoise_span` per
+        run of steps up to the next that streams something (all N steps of a constant-schedule chunk)."""
+        return None
 
     @property
     def max_batch(self) -> int | None:

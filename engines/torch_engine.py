@@ -1,8 +1,10 @@
-"""PyTorch engine: eager on CPU/CUDA, optionally torch.compile'd (the prefill and the denoise step), and on CUDA the
-denoise step captured in a CUDA graph with static buffers (`cuda_graphs=True`, engines.cuda_graph)."""
+"""PyTorch engine: eager on CPU/CUDA, optionally torch.compile'd (the prefill and the denoise step), or run from
+static buffers as whole programs (`graphs="chunk"` or `"step"`, engines.static_program): on a GPU, the prefill and
+the denoise steps captured as CUDA graphs and replayed with no Python between their kernels."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -10,11 +12,14 @@ import torch
 from torch import Tensor
 
 from vlash.engines.base import Engine, register_engine
-from vlash.engines.cuda_graph import CudaGraphStep, StepFn
+from vlash.engines.static_program import StaticPrograms
 from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05.model import Pi05Inputs, Pi05Model, PrefixCache
+from vlash.sampling.span import StepSpan
 
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+GRAPHS = ("chunk", "step")  # TorchEngine(graphs=...): a span per run of steps up to the next report, or per step
+StepFn = Callable[[Tensor, Tensor, PrefixCache], Tensor]
 CACHE_FIELDS = tuple(f.name for f in fields(PrefixCache))
 INPUT_FIELDS = tuple(f.name for f in fields(Pi05Inputs))
 
@@ -52,7 +57,7 @@ def _graph_cache(cache: PrefixCache, clone: bool = False) -> PrefixCache:
 
 
 def _on_graph_inputs(step: StepFn) -> StepFn:
-    """`step` called on `_graph_input`s (engines.cuda_graph's static buffers included)."""
+    """`step` called on `_graph_input`s."""
 
     def call(x_t: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
         return step(_graph_input(x_t), _graph_input(tau), _graph_cache(cache))
@@ -63,36 +68,45 @@ def _on_graph_inputs(step: StepFn) -> StepFn:
 @register_engine("torch")
 class TorchEngine(Engine):
     def __init__(
-        self, model: Pi05Model, compile_mode: str | None = None, cuda_graphs: bool = False, compile_prefill: bool = True
+        self,
+        model: Pi05Model,
+        compile_mode: str | None = None,
+        graphs: str | None = None,
+        compile_prefill: bool = True,
     ) -> None:
         """`compile_mode` compiles the denoise step and, unless `compile_prefill=False`, the whole prefill: fullgraph,
-        that mode; each graph builds on its first call (Engine.warmup)."""
+        that mode; each graph builds on its first call (Engine.warmup). `graphs` ("chunk" or "step") runs the prefill
+        and the denoise spans as static programs instead (engines.static_program), compiled with `compile_mode` if
+        given: captured as CUDA graphs on a GPU, run directly from their static buffers on the CPU."""
         device = next(model.parameters()).device
         super().__init__(model.config, device)
         if device.type == "cuda" and not torch.cuda.is_available():
             raise EngineUnavailable("torch engine: CUDA requested but torch.cuda.is_available() is False")
         if compile_mode is not None and compile_mode not in COMPILE_MODES:
             raise ConfigError(f"compile_mode must be None or one of {COMPILE_MODES}, got {compile_mode!r}")
-        if cuda_graphs and device.type != "cuda":
-            raise ConfigError(f"cuda_graphs needs the model on a CUDA device, it is on {device}")
-        if cuda_graphs and compile_mode == "reduce-overhead":
-            raise ConfigError("compile_mode='reduce-overhead' already captures CUDA graphs; drop cuda_graphs")
+        if graphs is not None and graphs not in GRAPHS:
+            raise ConfigError(f"graphs must be None or one of {GRAPHS}, got {graphs!r}")
+        if graphs and compile_mode == "reduce-overhead":
+            raise ConfigError("compile_mode='reduce-overhead' captures CUDA graphs of its own; drop graphs")
         self.model = model.eval()
         self.compile_mode = compile_mode
-        self.cuda_graphs = cuda_graphs
-        self.compile_prefill = bool(compile_mode) and compile_prefill
+        self.graphs = graphs
+        self._programs = StaticPrograms(model, device.type == "cuda", compile_mode) if graphs else None
+        self.compile_prefill = bool(compile_mode) and compile_prefill and not graphs
         options = dict(mode=compile_mode, fullgraph=True, dynamic=DYNAMIC)
         self._prefill = torch.compile(self._prefill_graph, **options) if self.compile_prefill else model.prefill
-        step, self._guided = model.denoise_step, None
-        if compile_mode:
+        self._step, self._guided = model.denoise_step, None
+        if compile_mode and not graphs:  # with graphs the programs are compiled; single steps (guided RTC) run eager
             with torch.no_grad():  # builds the model's lazy time table now, not in the first traced step (whose
                 model.time_condition(torch.zeros(1, self.config.action_horizon, device=device))  # guard would fail)
-            step = _on_graph_inputs(torch.compile(step, **options))
+            self._step = _on_graph_inputs(torch.compile(model.denoise_step, **options))
             self._guided = _on_graph_inputs(torch.compile(self._differentiable_step, **options))
-        self._step = CudaGraphStep(step) if cuda_graphs else step
 
     def prefill(self, inputs: Pi05Inputs) -> PrefixCache:
         """No autograd history in the cache: guided RTC differentiates only the denoise step, through the cache."""
+        if self._programs is not None:
+            self.model._check_inputs(inputs)  # a ShapeError here, not a failed capture
+            return self._programs.prefill(inputs)
         if not self.compile_prefill:
             cache = self._prefill(inputs)  # no_grad inside
             return _graph_cache(cache) if self.compile_mode else cache  # the step's graph inputs, once per prefill
@@ -105,9 +119,24 @@ class TorchEngine(Engine):
         return _graph_cache(cache, clone=self.compile_mode == "reduce-overhead")
 
     def denoise_step(self, x_t: Tensor, tau: Tensor, cache: PrefixCache) -> Tensor:
-        if self._guided is not None and torch.is_grad_enabled():  # a VJP follows (guided RTC): no CUDA graph
+        if self._guided is not None and torch.is_grad_enabled():  # a VJP follows (guided RTC)
             return self._guided(x_t, tau, cache)
         return self._step(x_t, tau, cache)  # callers wrap in no_grad unless they need a VJP (guided RTC)
+
+    def denoise_span(self, span: StepSpan, cache: PrefixCache) -> Tensor:
+        if self._programs is None:
+            return super().denoise_span(span, cache)
+        self.model._check_suffix(span.x, span.taus[0])
+        return self._programs.denoise_span(span, cache)
+
+    @property
+    def span_granularity(self) -> str | None:
+        return self.graphs
+
+    @property
+    def programs(self) -> list[str]:
+        """The static programs built so far (captured CUDA graphs on a GPU); empty without graphs."""
+        return [] if self._programs is None else self._programs.programs
 
     # The compiled functions: code objects of their own (dynamo keeps graphs, and counts them, per code object).
     def _prefill_graph(self, inputs: Pi05Inputs) -> PrefixCache:
@@ -118,16 +147,22 @@ class TorchEngine(Engine):
 
     @property
     def can_shrink_batch(self) -> bool:
-        """False when the step replays captured CUDA graphs (cuda_graphs, compile_mode="reduce-overhead"): one graph
-        per batch size, so a batch that shrinks would capture a new graph mid-request."""
-        return not (self.cuda_graphs or self.compile_mode == "reduce-overhead")
+        """False with static programs (graphs) and compile_mode="reduce-overhead": a program per batch size, so a batch
+        that shrinks would build (capture) a new one mid-request."""
+        return not (self.graphs or self.compile_mode == "reduce-overhead")
 
     def describe(self) -> dict[str, Any]:
-        compiled = f"{self.compile_mode} ({'prefill + step' if self.compile_prefill else 'step'})"
+        if self.graphs:
+            captured = "cuda graphs" if self.device.type == "cuda" else "static programs, not captured"
+            compiled = f"{self.compile_mode or 'eager'} + {captured} ({self.graphs})"
+        elif self.compile_mode:
+            compiled = f"{self.compile_mode} ({'prefill + step' if self.compile_prefill else 'step'})"
+        else:
+            compiled = "eager"
         return {
             **super().describe(),
             "dtype": str(self.model.dtype).removeprefix("torch."),
-            "compile": (compiled if self.compile_mode else "eager") + (" + cuda graph" if self.cuda_graphs else ""),
+            "compile": compiled,
             "threads": torch.get_num_threads(),
             "quant": getattr(self.model, "quant_scheme", None),  # quant/ weight-only scheme, None for float
         }

@@ -58,7 +58,10 @@ def sample_chunk(engine: Engine, inputs: Pi05Inputs, noise: Tensor, num_steps: i
             return engine.denoise_step(x, tau, cache).float()
 
         sampler = FlowSampler(SamplerConfig(num_steps=num_steps))
-        return sampler.sample(velocity, noise.to(engine.device), synchronize=engine.synchronize).actions.float().cpu()
+        run = sampler.start(
+            velocity, noise.to(engine.device), synchronize=engine.synchronize, spans=engine.spans(cache)
+        )
+        return run.drain().actions.float().cpu()
 
 
 def action_fidelity(

@@ -8,9 +8,9 @@ from typing import Any
 from torch import nn
 
 from vlash.errors import ConfigError
-from vlash.policies.quantized.linear import Int4WeightLinear, Int8WeightLinear
+from vlash.policies.quantized.linear import Fp8Linear, Int4WeightLinear, Int8WeightLinear
 from vlash.policies.quantized.loading import swap_module
-from vlash.policies.quantized.schemes import KEEP_PATTERNS, VLM_PATTERNS, get_scheme, matches
+from vlash.policies.quantized.schemes import FP8_ALIGNMENT, KEEP_PATTERNS, VLM_PATTERNS, get_scheme, matches
 
 DEFAULT_GROUP_SIZE = 64
 
@@ -29,6 +29,12 @@ def plan_layers(
         if matches(name, KEEP_PATTERNS):
             kept.append(name)
             continue
+        if scheme == "torch-fp8":
+            if module.in_features % FP8_ALIGNMENT or module.out_features % FP8_ALIGNMENT:
+                kept.append(name)  # _scaled_mm's shape rule: this layer stays in the compute dtype
+            else:
+                layers[name] = {"dtype": "fp8", "granularity": "per-channel", "activations": "fp8 per token"}
+            continue
         int4_ok = scheme == "torch-int4" and matches(name, VLM_PATTERNS) and module.in_features % group_size == 0
         if int4_ok:
             layers[name] = {"dtype": "int4", "granularity": "group", "group_size": group_size}
@@ -45,6 +51,8 @@ def quantize_model(model: nn.Module, layers: dict[str, dict[str, Any]]) -> nn.Mo
             raise ConfigError(f"quantize: {name!r} is {type(linear).__name__}, not nn.Linear")
         if spec["dtype"] == "int4":
             swap_module(model, name, Int4WeightLinear.from_linear(linear, spec["group_size"]))
+        elif spec["dtype"] == "fp8":
+            swap_module(model, name, Fp8Linear.from_linear(linear))
         else:
             swap_module(model, name, Int8WeightLinear.from_linear(linear))
     return model

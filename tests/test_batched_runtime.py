@@ -207,11 +207,12 @@ def test_rows_with_different_prefix_lengths_each_get_their_chunk_alone(runtime):
 
 
 def test_an_engine_that_cannot_shrink_a_batch_keeps_every_row_to_the_end(runtime, policy, alone):
-    class GraphEngine(TorchEngine):  # stands for cuda_graphs / "reduce-overhead", which need CUDA or a compile
+    class GraphEngine(TorchEngine):  # a per-step engine of fixed batch (as an artifact engine padded to its batch)
         can_shrink_batch = False
 
     assert runtime.engine.can_shrink_batch and runtime.max_batch is None
     assert not TorchEngine(policy.model, compile_mode="reduce-overhead").can_shrink_batch
+    assert not TorchEngine(policy.model, graphs="step").can_shrink_batch
     engine = GraphEngine(policy.model)
     sizes = []
 

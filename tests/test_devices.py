@@ -48,7 +48,8 @@ def test_every_shipped_profile_loads():
         ({"peak_tflops": {"fp32": 1.0}}, "no peak_tflops entry for its precision 'bf16'"),
         ({"peak_tflops": {"bf16": -1}}, r"peak_tflops\['bf16'\] = -1"),
         ({"threads": -2}, "threads must be >= 0"),
-        ({"device": "cpu", "cuda_graphs": True}, "cuda_graphs needs device: cuda"),
+        ({"device": "cpu", "cuda_graphs": "chunk"}, "cuda_graphs needs device: cuda"),
+        ({"cuda_graphs": True}, "cuda_graphs must be one of"),
         ({"bandwidth": 5}, r"unknown device profile keys \['bandwidth'\]"),
     ],
 )

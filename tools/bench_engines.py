@@ -40,7 +40,7 @@ METRICS = ("prefill_ms", "step_ms", "ttfa_ms", "chunk_ms")
 class Variant:
     engine: str  # engine name (the table's column)
     precision: str  # weights/activations precision
-    options: dict = field(default_factory=dict)  # extra make_engine keywords (compile_mode, cuda_graphs)
+    options: dict = field(default_factory=dict)  # extra make_engine keywords (compile_mode, graphs)
     build: Builder | None = None  # custom builder; default: vlash.bench.make_engine on random weights
 
     def make(self, config: Pi05Config, profile: DeviceProfile, workdir: Path, threads: int | None) -> Engine:
@@ -108,7 +108,8 @@ VARIANTS: dict[str, Variant] = {
     "torch-fp32-compile": Variant("torch", "fp32", {"compile_mode": "default"}),
     "torch-bf16": Variant("torch", "bf16"),
     "torch-bf16-compile": Variant("torch", "bf16", {"compile_mode": "default"}),
-    "torch-bf16-graphs": Variant("torch", "bf16", {"cuda_graphs": True}),
+    "torch-bf16-graphs": Variant("torch", "bf16", {"graphs": "chunk"}),
+    "torch-bf16-step-graphs": Variant("torch", "bf16", {"graphs": "step"}),
     "onnxruntime-fp32": Variant("onnxruntime", "fp32"),
     "onnxruntime-fp16": Variant("onnxruntime", "fp16"),
     # quantized artifacts (quant/): random weights of the preset, quantized, then opened as an engine

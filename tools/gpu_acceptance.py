@@ -1,339 +1,298 @@
-"""GPU acceptance (issue 22): the gpu / trt tests, then full-size pi0.5 (random weights) through every engine and
-precision, 1 and 2 cameras: prefill, step, TTFA, chunk p50 / p99, peak memory, each against the device profile's
-roofline floor, and each variant's action fidelity vs torch fp32 on the same weights, inputs and noise with the quant
-gate's verdict; then batch scaling. Writes OUT/acceptance.json (everything) and OUT/acceptance.md (a table per camera
-count, the device named), atomically, after every step.
+"""GPU acceptance (issue 32) in one call on the lent machine: full pi0.5 (random weights, 2 cameras at 224, 10 steps,
+chunk 50), bf16, batch 1, built once on the GPU; rows in priority order (tools/gpu_acceptance_rows.py ROWS): eager,
+the whole-chunk CUDA graph, per-step graphs, fidelity vs fp32, batch scaling, torch.compile, fp8, the `gpu` tests.
+Each row has its own time cap; JSON and markdown go to --out after every row, with the roofline floor and the
+issue's targets judged on this run.
 
-    # on the GPU machine, from the checkout; each call resumes from the last call's record, carried in
-    python3 tools/gpu_acceptance.py --out $OUT --resume build/acceptance/acceptance.json --budget-s 540
-    python3 tools/gpu_acceptance.py --device cpu --policy pi05-tiny --variants torch-fp32 torch-bf16 \\
-        onnxruntime-fp32 --skip-tests --skip-batch --iters 2 --warmup 1 --out /tmp/acc   # the CPU smoke path
+    # here, once: the wheels the GPU machine lacks (its Python is 3.12), into .whl/ (git-ignored)
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl pyzmq
+    # on the GPU machine (device run with carry [".whl"], timeout_s 600):
+    python3 tools/gpu_acceptance.py --wheels .whl --out $OUT
+    # the dry run: pi05-tiny on this CPU, every row type (tests/tools/test_gpu_acceptance.py)
+    python tools/gpu_acceptance.py --dry-run --out /tmp/acceptance
 
-No install needed: the script imports vlash from this checkout (tools/gpu_acceptance_rows.py), also in the test and
-batch subprocesses. Optional wheels (onnxruntime-gpu, tensorrt, gymnasium for fp8 calibration) are installed
-beforehand with `pip install --no-index --target /tmp/site .whl/*.whl; export PYTHONPATH=/tmp/site`, or by the
-script with `--wheelhouse .whl` (pip --no-index --no-deps --target; the target goes on sys.path and PYTHONPATH).
-A variant whose engine is missing is recorded as unavailable, with the reason.
-
-Every row runs in a process of its own, so a CUDA error, an OOM or a crash there is that row's finding (status
-error / timeout, with the error) and the run goes on. The run resumes: rows already measured in OUT/acceptance.json
-(or `--resume FILE`, an earlier one carried to a fresh machine) are kept; unavailable and deferred ones are tried
-again, errors only with `--retry`. `--budget-s` stops starting work past that many seconds, and a row cut short by
-it is deferred to the next call: the exit status is 3 while work is left (call again), 0 when the run is complete,
-2 for bad arguments or `--device cuda` without a GPU.
+No install: vlash is imported from this checkout. The worker (tools/gpu_acceptance_rows.py) builds the weights once
+and runs the rows; this process holds each to its cap and, past a row that hung or killed the worker, records it
+(timeout / error) and starts a new worker for the rest. --budget-s bounds the whole run: rows that cannot start in
+time are recorded as skipped (exit 3; `--resume OLD.json` keeps the rows it has). onnxruntime-gpu and TensorRT cannot
+be carried there (over 64 MiB): they are recorded as unavailable at no cost. Exit 2: bad arguments, or --device cuda
+without a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import queue
 import re
-import shutil
+import shlex
 import subprocess
 import sys
-import tempfile
+import threading
 import time
-from itertools import product
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gpu_acceptance_rows as rows  # noqa: E402  (after the path it is found on)
+import gpu_acceptance_report as report  # noqa: E402  (found on the path above)
+import gpu_acceptance_rows as rows  # noqa: E402
+from gpu_acceptance_env import choose_profile, environment, install_wheels  # noqa: E402
 
-rows.use_checkout()
-
-DEFAULT_VARIANTS = (
-    "torch-fp32",
-    "torch-bf16",
-    "torch-bf16-compile",
-    "torch-bf16-graphs",
-    "onnxruntime-fp16-cuda",
-    "onnxruntime-fp16-trt",
-    "tensorrt-fp16",
-    "tensorrt-bf16",
-    "tensorrt-fp8",
-)
-RETRIED = ("skipped", "unavailable", "deferred")  # statuses tried again on every call; errors only with --retry
-MIN_START_S = 30.0  # with --budget-s: no row or stage starts with less left
-
-
-class Budget:
-    def __init__(self, seconds: float) -> None:
-        self.start, self.seconds = time.monotonic(), seconds
-
-    def left(self) -> float:
-        return self.seconds - (time.monotonic() - self.start) if self.seconds > 0 else float("inf")
-
-    def allow(self, timeout_s: float) -> tuple[float, bool]:
-        """(timeout for the next piece of work, whether it gets its full allowance); 0 when none may start."""
-        left = self.left()
-        if left < MIN_START_S:
-            return 0.0, False
-        return min(timeout_s, left), left >= timeout_s
+ROOT = rows.ROOT
+MIN_START_S = 20.0  # no worker starts with less of the budget left
+BETWEEN_ROWS_S = 60.0  # the longest a worker may take from one row's result to the next row's start
+WORKER = [sys.executable, str(ROOT / "tools" / "gpu_acceptance_rows.py")]  # + ["--job", FILE]
+DRY_RUN = {"policy": "pi05-tiny", "device": "cpu", "iters": 2, "warmup": 1, "batches": [1, 2], "fidelity_obs": 2}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=Path("build/acceptance"), help="acceptance.json / .md go here")
-    p.add_argument("--policy", default="pi05", help="preset (random weights)")
-    p.add_argument("--cameras", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), help="tools/bench_engines.py VARIANTS")
-    p.add_argument("--iters", type=int, default=20, help="timed chunks per row")
-    p.add_argument("--warmup", type=int, default=3, help="untimed chunks before timing")
-    p.add_argument("--steps", type=int, default=10, help="Euler steps (constant schedule)")
-    p.add_argument("--fidelity-obs", type=int, default=4, help="observations of the fidelity comparison")
+    p.add_argument("--out", type=Path, default=Path("build/acceptance"), help="acceptance.json / .md / logs go here")
+    p.add_argument("--wheels", type=Path, default=None, help="a folder of *.whl to install first (pyzmq)")
+    p.add_argument("--budget-s", type=float, default=500.0, help="the whole run's time (default fits one call)")
+    p.add_argument("--rows", nargs="+", choices=rows.ROW_IDS, default=None, help="run only these (default: all)")
+    p.add_argument("--resume", type=Path, default=None, help="an earlier acceptance.json: its ok rows are kept")
+    p.add_argument("--dry-run", action="store_true", help="pi05-tiny on the CPU, 2 chunks per row (a check)")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    p.add_argument("--profile", default=None, help="device profile (default: from the GPU's name, else h100)")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads of torch / onnxruntime (0: default)")
-    p.add_argument("--skip-tests", action="store_true")
-    p.add_argument("--skip-batch", action="store_true")
-    p.add_argument("--wheelhouse", type=Path, default=None, help="install these *.whl first (no index, no deps)")
-    p.add_argument("--resume", type=Path, default=None, help="an earlier acceptance.json (default: OUT's)")
-    p.add_argument("--fresh", action="store_true", help="ignore earlier results")
-    p.add_argument("--retry", action="store_true", help="run rows and stages that ended in an error again")
-    p.add_argument("--budget-s", type=float, default=0, help="start no work past this many seconds (0: no limit)")
-    p.add_argument("--row-timeout", type=float, default=420, help="seconds one row may take")
-    p.add_argument("--tests-timeout", type=float, default=420)
-    p.add_argument("--batch-timeout", type=float, default=300)
-    p.add_argument("--workdir", type=Path, default=None, help="exports (deleted per row; default: a temp dir)")
+    p.add_argument("--policy", default="pi05", help="preset (random weights)")
+    p.add_argument("--iters", type=int, default=20, help="timed chunks per row")
+    p.add_argument("--warmup", type=int, default=3, help="untimed chunks first (builds the graphs)")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8], help="the batch row's sizes")
+    p.add_argument("--fidelity-obs", type=int, default=4, help="observations of each fidelity comparison")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads on --device cpu")
     args = p.parse_args(argv)
-    if min(args.cameras) < 1 or args.iters < 1 or args.warmup < 0 or args.steps < 1 or args.fidelity_obs < 1:
-        p.error("--cameras, --iters, --steps and --fidelity-obs must be >= 1, --warmup >= 0")
-    from bench_engines import VARIANTS
-
-    unknown = sorted(set(args.variants) - set(VARIANTS))
-    if unknown:
-        p.error(f"unknown variants {unknown}; known: {', '.join(sorted(VARIANTS))}")
+    if args.dry_run:
+        for key, value in DRY_RUN.items():
+            setattr(args, key, value)
+    if min(args.iters, *args.batches, args.fidelity_obs) < 1 or args.warmup < 0:
+        p.error("--iters, --batches and --fidelity-obs must be >= 1, --warmup >= 0")
     return args
 
 
-# ---------------------------------------------------------------------------------------------- the record
-def save(doc: dict, out: Path) -> None:
-    from vlash.atomic import atomic_write
-
-    atomic_write(out / "acceptance.json", lambda f: f.write(json.dumps(doc, indent=1, default=str).encode()))
-    try:
-        text = rows.render(doc)
-    except Exception as exc:  # the JSON is written; a table that cannot be drawn must not end the run
-        text = f"# GPU acceptance\n\nacceptance.md failed ({type(exc).__name__}: {exc}): see acceptance.json\n"
-    atomic_write(out / "acceptance.md", lambda f: f.write(text.encode()))
+def say(line: str) -> None:
+    rows.say(line)
 
 
-def load(args: argparse.Namespace, run: dict) -> dict:
-    """The earlier record of this run (same policy, device, profile and settings), with a row or stage that was
-    running when its call stopped marked interrupted; a new record otherwise."""
-    path = args.resume or args.out / "acceptance.json"
-    doc = {"schema": 1, "run": run, "calls": [], "stages": {}, "rows": []}
-    if args.fresh or not path.is_file():
-        return doc
-    try:
-        earlier = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        rows.say(f"cannot read {path} ({exc}): starting afresh")
-        return doc
-    if earlier.get("run") != run:
-        rows.say(f"{path} is of another run ({earlier.get('run')}): starting afresh")
-        return doc
-    for row in earlier.get("rows", []):
-        if row.get("status") == "running":
-            message = "the call stopped during this row (its time limit?); --retry runs it again"
-            row.update(status="interrupted", error={"type": "interrupted", "message": message, "unavailable": False})
-    rows.say(f"resuming {path}: {len(earlier.get('rows', []))} rows recorded")
-    return {**doc, **earlier}
+class Run:
+    """The run's document, written to --out (JSON and markdown, atomically) after every change."""
+
+    def __init__(self, args: argparse.Namespace, argv: list[str] | None) -> None:
+        self.args, self.out = args, args.out
+        self.out.mkdir(parents=True, exist_ok=True)
+        command = "python3 tools/gpu_acceptance.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+        self.doc: dict = {
+            "run": {
+                "policy": args.policy,
+                "device": args.device,
+                "steps": None,
+                "horizon": None,
+                "iters": args.iters,
+                "warmup": args.warmup,
+                "batches": args.batches,
+                "command": command,
+            },
+            "rows": {},
+        }
+        if args.resume is not None:
+            kept = json.loads(args.resume.read_text()).get("rows", {})
+            self.doc["rows"] = {k: v for k, v in kept.items() if v.get("status") == "ok"}
+
+    def record(self, row_id: str, result: dict) -> None:
+        self.doc["rows"][row_id] = result
+        self.write()
+
+    def write(self) -> None:
+        self.doc["targets"] = report.targets(self.doc)
+        for name, text in (
+            ("acceptance.json", json.dumps(self.doc, indent=1)),
+            ("acceptance.md", report.render(self.doc)),
+        ):
+            partial = self.out / f".{name}.partial"
+            partial.write_text(text)
+            partial.replace(self.out / name)
 
 
-def due(record: dict | None, retry: bool) -> bool:
-    status = (record or {}).get("status")
-    return status in (None, *RETRIED) or (retry and status != "ok")
+def _reader(stream, lines: queue.Queue, log: Path | None = None) -> None:
+    with open(log, "a") if log else open(os.devnull, "w") as sink:
+        for line in stream:
+            lines.put(line)
+            sink.write(line)
+            sink.flush()
+    lines.put(None)
 
 
-# ---------------------------------------------------------------------------------------------- stages
-def stage_subprocess(doc: dict, name: str, cmd: list[str], timeout_s: float, budget: Budget) -> dict | None:
-    """Run `cmd` (rows.checkout_command) from the repository root; its record, stdout included, or None when the
-    budget allows no start."""
-    timeout, full = budget.allow(timeout_s)
-    if not timeout:
-        return None
-    rows.say(f"{name}: {' '.join(cmd[3:])} (up to {timeout:.0f} s)")
-    started, record = time.monotonic(), {"status": "ok", "command": cmd[3:]}
-    try:
-        done = subprocess.run(cmd, cwd=rows.ROOT, capture_output=True, text=True, timeout=timeout)
-        record["returncode"], out, err = done.returncode, done.stdout, done.stderr
-    except subprocess.TimeoutExpired as exc:
-        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in (exc.stdout, exc.stderr))
-        record.update(status="timeout" if full else "deferred", returncode=None)
-    record.update(seconds=round(time.monotonic() - started, 1), stdout=out, stderr_tail=err[-3000:])
-    doc["stages"][name] = record
-    return record
-
-
-def stage_tests(doc: dict, args: argparse.Namespace, budget: Budget) -> None:
-    flags = ["-q", "-p", "no:cacheprovider", "-rfEs", "--continue-on-collection-errors", "tests"]
-    cmd = rows.checkout_command("-m pytest", "-m", "gpu or trt", *flags)
-    record = stage_subprocess(doc, "tests", cmd, args.tests_timeout, budget)
-    if record is None:
-        return
-    out = record.pop("stdout")
-    summary = next((line for line in reversed(out.splitlines()) if re.search(r"\d+ \w+.* in [\d.]+s", line)), "")
-    record["counts"] = {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", summary)}
-    record["summary"] = summary.strip("= ")
-    record["problems"] = [line for line in out.splitlines() if line.startswith(("FAILED", "ERROR", "SKIPPED"))][:60]
-    record["tail"] = out[-6000:]
-    if record["status"] == "ok" and record["returncode"] not in (0, 1, 5):  # 1: tests failed (findings); 5: none ran
-        record["status"] = "error"
-    rows.say(f"tests: {record['status']}, {record['summary'] or 'no summary'}")
-
-
-def stage_batch(doc: dict, args: argparse.Namespace, budget: Budget) -> None:
-    flags = f"--policy {args.policy} --device {args.device} --dtype bf16 --sizes 1 2 4 8 --rounds 5".split()
-    cmd = rows.checkout_command(str(rows.TOOLS / "bench_batch_scaling.py"), *flags)
-    record = stage_subprocess(doc, "batch_scaling", cmd, args.batch_timeout, budget)
-    if record is None:
-        return
-    record["table"] = [line for line in record.pop("stdout").splitlines() if line.startswith(("|", "<!--"))]
-    if record["status"] == "ok" and record["returncode"] != 0:
-        record["status"] = "error"
-    rows.say(f"batch scaling: {record['status']}")
-
-
-def stage_rows(doc: dict, args: argparse.Namespace, budget: Budget, workdir: Path) -> None:
-    from bench_engines import VARIANTS
-
-    recorded = {(r["cameras"], r["variant"]): r for r in doc["rows"]}
-    order = [(c, v) for c in args.cameras for v in args.variants]
-    for i, (cameras, name) in enumerate(order, 1):
-        if not due(recorded.get((cameras, name)), args.retry):
-            continue
-        timeout, full = budget.allow(args.row_timeout)
-        if not timeout:
+def run_workers(run: Run, pending: list[str], deadline: float) -> None:
+    """Run the worker rows of `pending` in order, each within its cap, a new worker past a row that failed it."""
+    caps = {r.id: r.cap_s for r in rows.ROWS} | {"weights": rows.WEIGHTS_CAP_S}
+    args = run.args
+    while pending:
+        if deadline - time.monotonic() < MIN_START_S:
+            for row_id in pending:
+                run.record(
+                    row_id,
+                    {
+                        "id": row_id,
+                        "status": "skipped",
+                        "error": {"type": "budget", "message": "the run's --budget-s ran out"},
+                    },
+                )
             return
-        if (cameras, name) not in recorded:
-            doc["rows"].append(recorded.setdefault((cameras, name), {}))
-        row, variant, where = recorded[(cameras, name)], VARIANTS[name], f"row {i}/{len(order)}: {cameras} cam {name}"
-        row.clear()
-        row.update(cameras=cameras, variant=name, engine=variant.engine, precision=variant.precision, status="running")
-        save(doc, args.out)
-        rows.say(f"{where} (up to {timeout:.0f} s)")
-        job = {**doc["run"], "cameras": cameras, "variant": name, "threads": args.threads}
-        job["workdir"] = str(workdir / f"{cameras}cam-{name}")
-        Path(job["workdir"]).mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        parts, ended = rows.run_isolated(rows.measure_row, job, timeout)
-        shutil.rmtree(job["workdir"], ignore_errors=True)  # a full-size export is many GB
-        row.update(finish(parts, ended, full, time.monotonic() - started))
-        save(doc, args.out)
-        rows.say(f"{where}: {one_line(row)}")
+        job = {
+            "rows": pending,
+            "policy": args.policy,
+            "device": args.device,
+            "iters": args.iters,
+            "warmup": args.warmup,
+            "batches": args.batches,
+            "fidelity_obs": args.fidelity_obs,
+            "threads": args.threads,
+            "profile": run.doc["profile"]["name"],
+        }
+        job_file = run.out / "job.json"
+        job_file.write_text(json.dumps(job))
+        cmd = [*WORKER, "--job", str(job_file)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        events: queue.Queue = queue.Queue()
+        threading.Thread(target=_reader, args=(proc.stdout, events), daemon=True).start()
+        errors: queue.Queue = queue.Queue()
+        threading.Thread(target=_reader, args=(proc.stderr, errors, run.out / "worker.log"), daemon=True).start()
+        _watch(run, proc, events, errors, pending, caps, deadline)
+        job_file.unlink(missing_ok=True)
 
 
-def finish(parts: dict, ended: str, full: bool, seconds: float) -> dict:
-    """A row's record from what its process emitted and how it ended."""
-    error = parts.get("error")
-    if error:
-        status = "unavailable" if error["unavailable"] else "error"
-    elif ended == "done":
-        status = "ok"
-    else:
-        status = ("timeout" if full else "deferred") if ended == "timeout" else "error"
-        error = {"type": ended, "message": f"the row's process ended: {ended}", "unavailable": False}
-    phase = parts.get("phase") if status != "ok" else None
-    keep = ("engine", "bench", "fidelity", "device_used_mib")
-    return {"status": status, "phase": phase, "seconds": round(seconds, 1), "error": error} | {
-        k: parts.get(k) for k in keep
-    }
+def _watch(run: Run, proc, events: queue.Queue, errors: queue.Queue, pending: list[str], caps: dict, deadline: float):
+    current, until = None, time.monotonic() + rows.WEIGHTS_CAP_S
+    tail: list[str] = []
+
+    def drain(wait_s: float = 0.0) -> None:
+        """Echo the worker's stderr (its last lines kept for an error); `wait_s`: until it ends, at most that."""
+        end = time.monotonic() + wait_s
+        while True:
+            try:
+                line = errors.get(timeout=max(0.0, end - time.monotonic())) if wait_s else errors.get_nowait()
+            except queue.Empty:
+                return
+            if line is None:
+                return
+            sys.stderr.write(line)
+            tail.append(line)
+            del tail[:-40]
+
+    while True:
+        drain()
+        try:
+            line = events.get(timeout=max(0.0, min(until, deadline) - time.monotonic()))
+        except queue.Empty:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            stalled = current or pending[0]  # between two rows: the next one is charged with the stall
+            _fail(run, pending, stalled, "timeout", f"over its cap of {caps[stalled]:.0f} s (or the budget)")
+            return
+        if line is None:  # the worker ended
+            code = proc.wait()
+            drain(wait_s=5.0)
+            if pending and current is not None:
+                _fail(run, pending, current, "error", f"worker died (exit {code}): {''.join(tail)[-1500:]}")
+            return
+        kind, _, payload = line.partition(" ")
+        if kind == "@@start":
+            current = json.loads(payload)["id"]
+            until = time.monotonic() + caps[current]
+        elif kind == "@@result":
+            result = json.loads(payload)
+            result["cap_s"] = caps[result["id"]]
+            pending.remove(result["id"])
+            run.record(result["id"], result)
+            current, until = None, time.monotonic() + BETWEEN_ROWS_S
 
 
-def one_line(row: dict) -> str:
-    if row.get("error"):
-        return f"{row['status']} in {row['phase']}: {row['error']['type']}: {row['error']['message'][:200]}"
-    chunk, fid = row["bench"]["summary"]["chunk_ms"], row["fidelity"]
-    floor = f" ({chunk['vs_floor']:.1f}x floor)" if "vs_floor" in chunk else ""
-    return (
-        f"ok, chunk p50 {chunk['median']:.1f} ms{floor}; cosine min {fid['cosine_min']:.6f}, max abs "
-        f"{fid['max_abs_error']:.4g}, gate {fid['gate']} ({row['seconds']:.0f} s)"
+def _fail(run: Run, pending: list[str], current: str, status: str, message: str) -> None:
+    """The stage `current` failed the worker: that row (or, for the weights, every pending row) gets `status`."""
+    failed = list(pending) if current == "weights" else [current]
+    for row_id in failed:
+        run.record(row_id, {"id": row_id, "status": status, "error": {"type": status, "message": message}})
+        pending.remove(row_id)
+
+
+def run_tests(run: Run, cap_s: float) -> None:
+    """pytest -m gpu on the test files that hold gpu tests, vlash imported from this checkout."""
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py") if "mark.gpu" in p.read_text())
+    boot = (
+        f"import sys, runpy; sys.path[:0] = [{str(ROOT / 'tools')!r}]; import gpu_acceptance_rows; "
+        "gpu_acceptance_rows.use_checkout(); runpy.run_module('pytest', run_name='__main__', alter_sys=True)"
+    )
+    cmd = [sys.executable, "-c", boot, "-q", "-m", "gpu", "-p", "no:cacheprovider", *files]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=cap_s)
+    except subprocess.TimeoutExpired:
+        run.record(
+            "gpu-tests",
+            {"id": "gpu-tests", "status": "timeout", "error": {"type": "timeout", "message": f"over {cap_s:.0f} s"}},
+        )
+        return
+    (run.out / "tests.log").write_text(done.stdout + done.stderr)
+    summary = next(
+        (line for line in reversed(done.stdout.splitlines()) if re.search(r"passed|failed|skipped", line)), "no summary"
+    )
+    status = "ok" if done.returncode in (0, 5) else "failed"  # 5: nothing collected
+    run.record(
+        "gpu-tests",
+        {
+            "id": "gpu-tests",
+            "status": status,
+            "tests": summary.strip("= "),
+            "files": files,
+            "returncode": done.returncode,
+            "seconds": round(time.monotonic() - start, 1),
+        },
     )
 
 
-# ---------------------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    budget = Budget(args.budget_s)
-    wheels = rows.install_wheels(args.wheelhouse) if args.wheelhouse else None
-    import torch
-
+    start = time.monotonic()
+    run = Run(args, argv)
+    if args.wheels is not None:
+        run.doc["wheels"] = install_wheels(args.wheels)
+    rows.use_checkout()
+    from vlash.bench import bench_config
     from vlash.devices import load_profile
-    from vlash.errors import ConfigError
 
-    if args.device == "cuda" and not torch.cuda.is_available():
-        return refuse(
-            f"--device cuda, but torch {torch.__version__} sees no CUDA GPU (--device cpu: the CPU smoke path)"
+    env, unavailable = environment()
+    if args.device == "cuda" and not env["cuda"]["available"]:
+        print("gpu_acceptance: --device cuda, but torch sees no GPU (use --dry-run on a CPU)", file=sys.stderr)
+        return 2
+    name, why = choose_profile(args.device, env["cuda"].get("gpu", ""))
+    profile = load_profile(name)
+    configs = {cams: bench_config(args.policy, cameras=cams) for cams in (1, 2)}
+    run.doc |= {"environment": env, "unavailable": unavailable, "profile": {"name": name, "why": why}}
+    run.doc["run"] |= {"steps": configs[2].num_steps, "horizon": configs[2].action_horizon}
+    run.doc["floors"] = report.floors(configs, profile)
+    run.write()
+    say(
+        f"{env['cuda'].get('gpu', 'CPU')}, profile {name}; floors (bf16, ms): "
+        + "; ".join(
+            f"{c} cam prefill {f['prefill']['ms']:.2f} step {f['step']['ms']:.3f} chunk {f['chunk']['ms']:.2f}"
+            for c, f in run.doc["floors"].items()
         )
-    env = rows.environment()
-    name, why = (
-        (args.profile, "--profile") if args.profile else rows.choose_profile(args.device, env["cuda"].get("gpu", ""))
     )
-    try:
-        profile = load_profile(name)
-    except ConfigError as exc:
-        return refuse(str(exc))
-    if profile.device != args.device:
-        return refuse(f"profile {name!r} is for device {profile.device}, not {args.device}")
-    run = {k: getattr(args, k) for k in ("policy", "device", "steps", "iters", "warmup", "fidelity_obs")}
-    doc = load(args, {**run, "profile": name, "schedule": "constant"})
-    doc.update(environment=env, wheels=wheels)
-    doc["profile"] = {
-        "name": name,
-        "why": why,
-        "bandwidth_gbs": profile.memory_bandwidth_gbs,
-        "peak_tflops": profile.peak_tflops,
-    }
-    doc["calls"].append({"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "argv": sys.argv[1:] if argv is None else argv})
-    save(doc, args.out)
-    rows.say(f"{env['cuda'].get('gpu', 'CPU')}: profile {name} ({why}); writing {args.out}")
-    workdir = Path(tempfile.mkdtemp(prefix="vlash-acceptance-", dir=args.workdir))
-    stages = [
-        ("tests", args.skip_tests, lambda: stage_tests(doc, args, budget)),
-        ("rows", False, lambda: stage_rows(doc, args, budget, workdir)),
-        ("batch_scaling", args.skip_batch, lambda: stage_batch(doc, args, budget)),
-    ]
-    try:
-        for stage, skip, run_stage in stages:
-            if skip:
-                doc["stages"].setdefault(stage, {"status": "skipped"})
-            elif stage == "rows" or due(doc["stages"].get(stage), args.retry):
-                guarded(doc, stage, run_stage)
-            save(doc, args.out)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return conclude(doc, args, budget)
-
-
-def refuse(line: str) -> int:
-    print(f"gpu_acceptance: {line}", file=sys.stderr)
-    return 2
-
-
-def guarded(doc: dict, name: str, stage) -> None:
-    """A stage that raises is recorded as that stage's error; the next stage still runs."""
-    try:
-        stage()
-    except Exception as exc:
-        doc["stages"][name] = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-        rows.say(f"{name}: error {type(exc).__name__}: {exc}")
-
-
-def conclude(doc: dict, args: argparse.Namespace, budget: Budget) -> int:
-    """Exit status: 0 when every asked-for row and stage has its result, 3 when some are left to a next call."""
-    statuses = {(r["cameras"], r["variant"]): r["status"] for r in doc["rows"]}
-    pending = [k for k in product(args.cameras, args.variants) if statuses.get(k) in (None, "deferred")]
-    for stage, skip in (("tests", args.skip_tests), ("batch_scaling", args.skip_batch)):
-        if not skip and doc["stages"].get(stage, {}).get("status") in (None, "skipped", "deferred"):
-            pending.append(stage)
-    doc["complete"] = not pending
-    doc["calls"][-1]["seconds"] = round(time.monotonic() - budget.start, 1)
-    save(doc, args.out)
-    counts = {s: list(statuses.values()).count(s) for s in sorted(set(statuses.values()))}
-    left = f"{len(pending)} left ({pending[:4]}...): call again" if pending else "complete"
-    rows.say(f"wrote {args.out}/acceptance.json and .md; rows {counts}; {left}")
-    return 3 if pending else 0
+    wanted = [r for r in (args.rows or rows.ROW_IDS) if r not in run.doc["rows"]]
+    deadline = start + args.budget_s
+    run_workers(run, [r for r in wanted if r != "gpu-tests"], deadline)
+    if "gpu-tests" in wanted:
+        left = deadline - time.monotonic()
+        if left < MIN_START_S:
+            run.record(
+                "gpu-tests",
+                {"id": "gpu-tests", "status": "skipped", "error": {"type": "budget", "message": "no time left"}},
+            )
+        else:
+            run_tests(run, min(left, next(r.cap_s for r in rows.ROWS if r.id == "gpu-tests")))
+    run.write()
+    print(report.render(run.doc))
+    return 3 if any(r.get("status") == "skipped" for r in run.doc["rows"].values()) else 0
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ def make_engine(
     device: torch.device,
     profile: DeviceProfile | None = None,
     compile_mode: str | None = None,
-    cuda_graphs: bool = False,
+    graphs: str | None = None,
     threads: int | None = None,
     artifact: str | Path | None = None,
     workdir: str | Path | None = None,
@@ -154,7 +154,7 @@ def make_engine(
         check_gate(artifact, allow_failed_gate)
     if engine == "torch":
         model = build_random(config, dtype=precision, device=device)
-        return create_engine("torch", model=model, compile_mode=compile_mode, cuda_graphs=cuda_graphs)
+        return create_engine("torch", model=model, compile_mode=compile_mode, graphs=graphs)
     if artifact is None:
         from vlash.engines.onnx_export import export_onnx
 
@@ -175,7 +175,11 @@ def timed_chunk(engine: Engine, sampler: FlowSampler, settings: BenchSettings, s
     engine.synchronize()
     t_prefill = time.perf_counter()
     run = sampler.start(
-        lambda x, tau: engine.denoise_step(x, tau, cache), noise, synchronize=engine.synchronize, shared_time=True
+        lambda x, tau: engine.denoise_step(x, tau, cache),
+        noise,
+        synchronize=engine.synchronize,
+        shared_time=True,
+        spans=engine.spans(cache),
     )
     ttfa = None
     for _ in run:

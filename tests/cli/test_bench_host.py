@@ -31,7 +31,7 @@ def test_compile_without_an_engine_means_torch_and_the_profile_sets_the_rest(mon
     built = {}
 
     def capture(config, engine_name, dtype, device, **kwargs):
-        built.update(engine=engine_name, compile=kwargs["compile_mode"])
+        built.update(engine=engine_name, compile=kwargs.get("compile_mode"))  # none for other engines
         raise ConfigError("stop here")
 
     monkeypatch.setattr(bench_cmd, "make_engine", capture)

@@ -68,7 +68,7 @@ def test_a_directory_is_served_from_its_path(policy_dir, monkeypatch, flag):
     assert serve_cmd.load(plan, args) == "loaded"
     policy, checkpoint, random_weights = loader.args[:3]
     assert (policy, checkpoint, random_weights) == (None, policy_dir, False)
-    assert loader.kwargs == {"allow_failed_gate": True, "threads": plan.threads}
+    assert loader.kwargs == {"allow_failed_gate": True, "threads": plan.threads, "compile_mode": None, "graphs": None}
 
 
 def test_a_preset_is_served_with_random_weights(monkeypatch):
@@ -78,7 +78,22 @@ def test_a_preset_is_served_with_random_weights(monkeypatch):
     plan = serve_cmd.plan(args)
     serve_cmd.load(plan, args)
     assert loader.args[:3] == (str(MICRO), None, True)
-    assert loader.kwargs == {"allow_failed_gate": False, "threads": plan.threads}
+    assert loader.kwargs == {"allow_failed_gate": False, "threads": plan.threads, "compile_mode": None, "graphs": None}
+
+
+def test_cuda_graphs_are_chosen_on_a_gpu_and_refused_on_a_cpu():
+    """--cuda-graphs (chunk unless told step) and --compile reach the torch engine; a GPU profile's graphs are the
+    default; on a CPU the flag is refused in one line before anything loads."""
+    base = ["serve", "--policy", str(MICRO), "--random-weights"]
+    with pytest.raises(ConfigError, match="--cuda-graphs needs a CUDA device"):
+        serve_cmd.plan(parse_args([*base, "--device", "cpu", "--cuda-graphs"]))
+    options = serve_cmd.plan(parse_args([*base, "--device", "h100"])).engine_options  # profiles name no GPU index
+    assert options == {"compile_mode": None, "graphs": "chunk"}
+    options = serve_cmd.plan(parse_args([*base, "--device", "h100", "--cuda-graphs", "step", "--compile", "default"]))
+    assert options.engine_options == {"compile_mode": "default", "graphs": "step"}
+    reduce_overhead = serve_cmd.plan(parse_args([*base, "--device", "h100", "--compile", "reduce-overhead"]))
+    assert reduce_overhead.engine_options["graphs"] is None  # its own graphs replace the profile's
+    assert serve_cmd.plan(parse_args([*base, "--device", "cpu"])).engine_options["graphs"] is None
 
 
 def test_a_reachable_bind_needs_keys_or_insecure():

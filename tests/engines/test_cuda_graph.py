@@ -1,44 +1,53 @@
-"""The CUDA-graph denoise step of the torch engine (needs a GPU; skipped elsewhere) and its CPU-side checks."""
+"""The torch engine's static programs captured as CUDA graphs (needs a GPU; skipped elsewhere): replays give the
+eager engine's chunks, follow new observations and batch sizes, and build one graph per program."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
-import torch
 
 from vlash.engines import create_engine
-from vlash.errors import ConfigError
-from vlash.policies.checkpoint import build_random
-from vlash.policies.pi05 import load_preset
-from vlash.policies.pi05.examples import random_inputs
+from vlash.policies.random_policy import random_policy
+from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
+
+pytestmark = pytest.mark.gpu
 
 
-def test_cuda_graphs_need_a_cuda_model():
-    with pytest.raises(ConfigError, match="CUDA device"):
-        create_engine("torch", model=build_random(load_preset("pi05-tiny")), cuda_graphs=True)
+def _requests(runtime: PolicyRuntime, seed: int) -> list[ChunkRequest]:
+    size = runtime.config.vision.image_size
+    rng = np.random.default_rng(seed)
+    images = {name: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for name in runtime.config.camera_names}
+    base = ChunkRequest(images, np.array([0.1, -0.2], np.float32), "go to the goal", seed=seed)
+    prefix = np.array([[0.1, 0.7], [-0.2, 0.3]], np.float32)
+    return [base, replace(base, schedule="horizon-aware", prefix=prefix, seed=seed + 1)]
 
 
-@pytest.mark.gpu
+@pytest.mark.parametrize("graphs", ["chunk", "step"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_graph_replay_matches_eager_and_follows_new_caches(dtype):
-    model = build_random(load_preset("pi05-tiny"), seed=2, dtype=dtype, device="cuda")
-    eager = create_engine("torch", model=model)
-    graphed = create_engine("torch", model=model, cuda_graphs=True)
-    cfg = model.config
-    tol = 1e-5 if dtype == "fp32" else 2e-2
-    with torch.no_grad():
-        for seed in (1, 2):  # the second prefill must be copied into the static cache
-            cache = eager.prefill(random_inputs(cfg, seed=seed, device="cuda"))
-            for step in range(3):
-                x = torch.randn(1, cfg.action_horizon, cfg.action_dim, device="cuda")
-                tau = torch.full((1, cfg.action_horizon), 1.0 - 0.3 * step, device="cuda")
-                want = eager.denoise_step(x, tau, cache)
-                got = graphed.denoise_step(x, tau, cache)
-                torch.testing.assert_close(got, want, atol=tol, rtol=tol)
-        cache2 = eager.prefill(random_inputs(cfg, batch=2, device="cuda"))  # a second batch size: a second graph
-        x2 = torch.randn(2, cfg.action_horizon, cfg.action_dim, device="cuda")
-        tau2 = torch.rand(2, cfg.action_horizon, device="cuda")
-        torch.testing.assert_close(
-            graphed.denoise_step(x2, tau2, cache2), eager.denoise_step(x2, tau2, cache2), atol=tol, rtol=tol
-        )
-    assert len(graphed._step.graphs) == 2
-    assert "cuda graph" in graphed.describe()["compile"]
+def test_captured_programs_replay_the_eager_chunks(graphs, dtype):
+    policy = random_policy("pi05-tiny", seed=2, dtype=dtype, device="cuda", cameras=2)
+    eager = PolicyRuntime(policy, create_engine("torch", model=policy.model), num_steps=10)
+    engine = create_engine("torch", model=policy.model, graphs=graphs)
+    graphed = PolicyRuntime(policy, engine, num_steps=10)
+    tol = 1e-4 if dtype == "fp32" else 3e-2
+    for seed in (1, 2):  # the second observation is copied into the static buffers of the first
+        for request in _requests(eager, seed):
+            got, want = graphed.run(request), eager.run(request)
+            np.testing.assert_allclose(got.actions, want.actions, atol=tol, rtol=tol)
+        batch = _requests(eager, seed) * 2  # batch 4: a second set of graphs
+        for got, want in zip(graphed.run_batch(batch), eager.run_batch(batch), strict=True):
+            np.testing.assert_allclose(got.actions, want.actions, atol=tol, rtol=tol)
+    programs = engine._programs.programs
+    assert len(programs) == len(set(programs)) and all(p.graph is not None for p in engine._programs._prefills.values())
+    assert "cuda graphs" in engine.describe()["compile"]
+
+
+def test_compiled_programs_are_captured_too():
+    policy = random_policy("pi05-tiny", seed=2, dtype="bf16", device="cuda")
+    eager = PolicyRuntime(policy, create_engine("torch", model=policy.model), num_steps=10)
+    engine = create_engine("torch", model=policy.model, graphs="chunk", compile_mode="default")
+    graphed = PolicyRuntime(policy, engine, num_steps=10)
+    for request in _requests(eager, 3):
+        np.testing.assert_allclose(graphed.run(request).actions, eager.run(request).actions, atol=3e-2, rtol=3e-2)

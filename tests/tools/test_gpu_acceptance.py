@@ -1,148 +1,166 @@
-"""tools/gpu_acceptance.py on its CPU smoke path (pi05-tiny, 1 and 2 cameras): real timings against the roofline
-floor, fidelity vs torch fp32 on the same weights (exactly equal for torch fp32 itself, close for bf16), a variant
-that fails or is missing recorded as a row without stopping the run, a second call resuming the first, and the
-refusals (exit 2)."""
+"""tools/gpu_acceptance.py: the dry run (pi05-tiny on this CPU) exercises every row type for real; a fake worker
+shows that a row which hangs or kills its worker is recorded and the rows after it still run; resume, budget and
+the refusals."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import textwrap
+from dataclasses import replace
 
 import pytest
 import torch
 
 from tests.tools.tool_loader import ROOT, load_tool
 
-SMOKE = ["--device", "cpu", "--policy", "pi05-tiny", "--skip-tests", "--skip-batch", "--iters", "2", "--warmup", "1"]
-SMOKE += ["--threads", "1"]  # beside busy cores, 2 threads per row ran 70x slower
-VARIANTS = ["torch-fp32", "torch-bf16", "onnxruntime-fp32"]
-FAILING = ["torch-bf16-graphs", "tensorrt-fp16"]  # CUDA graphs on the CPU: an error; TensorRT on the CPU: unavailable
-
-
-def acceptance(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "tools/gpu_acceptance.py", *args]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """The smoke run, then a second call with two more variants: it keeps the first call's rows, runs only the new."""
+def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("acceptance")
-    first = acceptance(*SMOKE, "--variants", *VARIANTS, "--out", str(out))
-    assert first.returncode == 0, first.stderr[-3000:]
-    before = json.loads((out / "acceptance.json").read_text())
-    second = acceptance(*SMOKE, "--variants", *VARIANTS, *FAILING, "--out", str(out))
-    assert second.returncode == 0, second.stderr[-3000:]
-    return before, json.loads((out / "acceptance.json").read_text()), (out / "acceptance.md").read_text(), second
+    cmd = [sys.executable, "tools/gpu_acceptance.py", "--dry-run", "--out", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((out / "acceptance.json").read_text()), (out / "acceptance.md").read_text(), done
 
 
-def rows_of(doc: dict) -> dict:
-    return {(r["cameras"], r["variant"]): r for r in doc["rows"]}
-
-
-def test_timings_are_measured_against_the_floor(runs):
-    before, _, _, _ = runs
-    assert before["run"]["profile"] == "cpu" and before["complete"] is True
-    rows = rows_of(before)
-    assert sorted(rows) == sorted((c, v) for c in (1, 2) for v in VARIANTS)
-    for row in rows.values():
-        assert row["status"] == "ok" and row["error"] is None, row
-        summary = row["bench"]["summary"]
-        assert summary["chunk_ms"]["n"] == 2 and summary["step_ms"]["n"] == 20  # 2 chunks of 10 steps
+def test_the_dry_run_runs_every_row_type(dry_run):
+    doc, _, _ = dry_run
+    rows = load_tool("gpu_acceptance_rows")
+    assert list(doc["rows"]) == list(rows.ROW_IDS)
+    assert all(row["status"] == "ok" for row in doc["rows"].values()), {
+        k: v.get("error") for k, v in doc["rows"].items()
+    }
+    for row_id in ("eager-bf16-2cam", "graph-chunk-2cam", "graph-step-1cam", "compile-graph-step-2cam"):
+        summary = doc["rows"][row_id]["summary"]
         for metric in ("prefill_ms", "step_ms", "ttfa_ms", "chunk_ms"):
             m = summary[metric]
-            assert 0 < m["median"] <= m["p99"] and m["floor"] > 0 and m["vs_floor"] == m["median"] / m["floor"]
-        assert summary["chunk_ms"]["median"] > summary["prefill_ms"]["median"]
-        assert row["bench"]["peak_memory_mb"] > 0
-    two, one = rows[(2, "torch-fp32")]["bench"]["summary"], rows[(1, "torch-fp32")]["bench"]["summary"]
-    assert two["prefill_ms"]["floor"] > one["prefill_ms"]["floor"]  # the second camera's tokens cost work
+            assert 0 < m["median"] <= m["p99"] and m["n"] >= 2 and m["vs_floor"] == m["median"] / m["floor"]
+    graph = doc["rows"]["graph-chunk-2cam"]
+    assert graph["programs"][:2] == ["prefill(B=1)", "span(B=1, steps=10, shared=10, held=False)"]
+    assert graph["horizon_aware"]["ttfa_ms"]["median"] < graph["summary"]["ttfa_ms"]["median"]  # first action early
+    assert doc["rows"]["compile-graph-step-2cam"]["engine"]["compile"].startswith("default + static programs")
 
 
-def test_fidelity_is_against_torch_fp32_on_the_same_weights(runs):
-    rows = rows_of(runs[0])
-    for cameras in (1, 2):
-        same = rows[(cameras, "torch-fp32")]["fidelity"]
-        assert same["max_abs_error"] == 0.0 and same["cosine_min"] == pytest.approx(1.0, abs=1e-12)
-        assert same["observations"] == 4 and same["gate"] == "pass" and same["reasons"] == []
-        bf16 = rows[(cameras, "torch-bf16")]["fidelity"]
-        assert 0 < bf16["max_abs_error"] < 0.1 and 0.999 < bf16["cosine_min"] < 1.0 and bf16["gate"] == "pass"
-        onnx = rows[(cameras, "onnxruntime-fp32")]["fidelity"]  # an export of the same CPU weights
-        assert onnx["max_abs_error"] < 1e-4 and onnx["gate"] == "pass"
+def test_fidelity_batches_fp8_and_tests(dry_run):
+    doc, _, _ = dry_run
+    variants = doc["rows"]["fidelity-2cam"]["variants"]
+    assert sorted(variants) == ["eager", "graph-chunk", "graph-step"]
+    for fidelity in variants.values():  # bf16 vs fp32 on the same weights: close, not equal
+        assert 0.999 < fidelity["cosine_min"] < 1.0 and 0 < fidelity["max_abs_error"] < 0.1
+    assert variants["graph-chunk"] == pytest.approx(variants["eager"], abs=1e-5)  # the static path: same numbers
+    batches = doc["rows"]["batch-graph-chunk-2cam"]["batches"]
+    assert sorted(batches) == ["1", "2"] and all(b["chunks_per_s"] > 0 for b in batches.values())
+    fp8 = doc["rows"]["fp8-graph-chunk-2cam"]
+    assert fp8["precision"].startswith("fp8 (torch-fp8)") and fp8["fidelity"]["cosine_min"] > 0.99
+    tests = doc["rows"]["gpu-tests"]
+    assert "tests/engines/test_cuda_graph.py" in tests["files"] and "skipped" in tests["tests"]
 
 
-def test_a_failing_variant_is_a_row_and_the_second_call_resumes(runs):
-    before, after, _, second = runs
-    rows, earlier = rows_of(after), rows_of(before)
-    for key, row in earlier.items():
-        assert rows[key]["bench"] == row["bench"]  # kept, not measured again
-    assert sorted(rows) == sorted((c, v) for c in (1, 2) for v in VARIANTS + FAILING)
-    assert after["complete"] is True and len(after["calls"]) == 2
-    for cameras in (1, 2):
-        graphs, trt = rows[(cameras, "torch-bf16-graphs")], rows[(cameras, "tensorrt-fp16")]
-        assert graphs["status"] == "error" and graphs["phase"] == "build" and graphs["bench"] is None
-        assert graphs["error"]["type"] == "ConfigError" and "CUDA device" in graphs["error"]["message"]
-        assert "Traceback" in graphs["error"]["traceback"]
-        assert trt["status"] == "unavailable" and "CUDA GPU" in trt["error"]["message"]
-    assert second.stderr.count("building") == 4  # only the 4 new rows ran
+def test_floors_targets_and_markdown(dry_run):
+    doc, md, done = dry_run
+    floors = doc["floors"]["2"]
+    assert floors["chunk"]["ms"] == pytest.approx(floors["prefill"]["ms"] + 10 * floors["step"]["ms"])
+    assert doc["floors"]["2"]["prefill"]["ms"] > doc["floors"]["1"]["prefill"]["ms"]  # a camera's tokens cost
+    targets = {t["target"]: t for t in doc["targets"]}
+    chunk = doc["rows"]["graph-chunk-2cam"]["summary"]["chunk_ms"]
+    assert targets["whole-chunk graph chunk / floor"]["value"] == pytest.approx(chunk["median"] / chunk["floor"])
+    eager = doc["rows"]["eager-bf16-2cam"]["summary"]["chunk_ms"]["median"]
+    assert targets["bf16 eager / whole-chunk graph"]["value"] == pytest.approx(eager / chunk["median"])
+    assert all(t["passed"] in (True, False) for t in doc["targets"])
+    assert "## Roofline floor" in md and "## Targets" in md and "| graph-chunk-2cam | bfloat16 |" in md
+    assert f"torch {torch.__version__}" in md and "floors (bf16, ms): 1 cam prefill" in done.stderr
 
 
-def test_markdown_has_a_table_per_camera_count(runs):
-    _, after, md, _ = runs
-    assert "# GPU acceptance: pi05-tiny on the CPU, 10 steps, constant" in md
-    assert "Profile cpu" in md and f"torch {torch.__version__}" in md
-    one, two = md.split("## 1 camera\n")[1].split("## 2 cameras\n")
-    for section, cameras in ((one, 1), (two, 2)):
-        table = [line for line in section.splitlines() if line.startswith("| ") and "p50 / p99 |" not in line]
-        assert [line.split(" | ")[0] for line in table] == [f"| {v}" for v in VARIANTS + FAILING]
-        row = rows_of(after)[(cameras, "torch-bf16")]
-        chunk = row["bench"]["summary"]["chunk_ms"]
-        line = next(line for line in table if line.startswith("| torch-bf16 |"))
-        assert f"{chunk['median']:.2f} / {chunk['p99']:.2f} ({chunk['vs_floor']:.1f}x)" in line
-        assert f"| {row['fidelity']['max_abs_error']:.3g} | pass | ok |" in line
-        assert "| torch-bf16-graphs | bf16 | - |" in section and "| error (build) |" in section
-        assert "- torch-bf16-graphs: error: ConfigError: cuda_graphs needs the model on a CUDA device" in section
-        assert "- tensorrt-fp16: unavailable: EngineUnavailable:" in section
-    assert md.rstrip().endswith("skipped")  # the batch stage, skipped
+FAKE_WORKER = """
+import json, os, sys, time
+job = json.load(open(sys.argv[-1]))
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(json.dumps(job["rows"]) + "\\n")
+print("@@start " + json.dumps({"id": "weights"}), flush=True)
+for row in job["rows"]:
+    print("@@start " + json.dumps({"id": row}), flush=True)
+    if row == "graph-chunk-2cam":
+        time.sleep(60)  # hangs: the supervisor's cap ends it
+    if row == "graph-step-2cam":
+        print("CUDA error: an illegal memory access", file=sys.stderr, flush=True)
+        os._exit(3)  # dies
+    print("@@result " + json.dumps({"id": row, "status": "ok"}), flush=True)
+"""
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    tool = load_tool("gpu_acceptance")
+    script = tmp_path / "fake_worker.py"
+    script.write_text(textwrap.dedent(FAKE_WORKER))
+    monkeypatch.setattr(tool, "WORKER", [sys.executable, str(script)])
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls.log"))
+    short = tuple(replace(r, cap_s=2.0) if r.id == "graph-chunk-2cam" else r for r in tool.rows.ROWS)
+    monkeypatch.setattr(tool.rows, "ROWS", short)
+    return tool, tmp_path
+
+
+ROWS = ["eager-bf16-2cam", "graph-chunk-2cam", "graph-step-2cam", "fidelity-2cam"]
+BASE = ["--device", "cpu", "--policy", "pi05-tiny", "--rows", *ROWS]
+
+
+def test_a_hung_row_and_a_dead_worker_are_recorded_and_the_rest_runs(fake):
+    tool, tmp = fake
+    assert tool.main([*BASE, "--out", str(tmp / "a")]) == 0
+    rows = json.loads((tmp / "a" / "acceptance.json").read_text())["rows"]
+    assert {k: v["status"] for k, v in rows.items()} == {
+        "eager-bf16-2cam": "ok",
+        "graph-chunk-2cam": "timeout",
+        "graph-step-2cam": "error",
+        "fidelity-2cam": "ok",
+    }
+    assert "over its cap of 2 s" in rows["graph-chunk-2cam"]["error"]["message"]
+    assert "worker died (exit 3)" in rows["graph-step-2cam"]["error"]["message"]
+    assert "illegal memory access" in rows["graph-step-2cam"]["error"]["message"]
+    calls = [json.loads(line) for line in (tmp / "calls.log").read_text().splitlines()]
+    assert calls == [ROWS, ROWS[2:], ROWS[3:]]  # a new worker for the rows after each failure
+    md = (tmp / "a" / "acceptance.md").read_text()
+    assert "| graph-chunk-2cam | - | - |" in md and "timeout: timeout over its cap" in md
+
+    (tmp / "calls.log").unlink()
+    assert tool.main([*BASE, "--out", str(tmp / "b"), "--resume", str(tmp / "a" / "acceptance.json")]) == 0
+    assert [json.loads(line) for line in (tmp / "calls.log").read_text().splitlines()] == [ROWS[1:3], ROWS[2:3]]
+
+
+def test_a_spent_budget_skips_the_rows(fake):
+    tool, tmp = fake
+    assert tool.main([*BASE, "--budget-s", "0", "--out", str(tmp)]) == 3
+    rows = json.loads((tmp / "acceptance.json").read_text())["rows"]
+    assert {v["status"] for v in rows.values()} == {"skipped"} and not (tmp / "calls.log").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
-def test_cuda_without_a_gpu_exits_2_with_one_line(tmp_path):
-    run = acceptance("--device", "cuda", "--skip-tests", "--skip-batch", "--out", str(tmp_path))
-    assert run.returncode == 2 and run.stdout == ""
-    (line,) = run.stderr.strip().splitlines()
-    assert "--device cuda, but torch" in line and "sees no CUDA GPU" in line
-    assert not (tmp_path / "acceptance.json").exists()
-
-
-def test_bad_arguments_exit_2(tmp_path):
-    run = acceptance("--device", "cpu", "--variants", "torch-fp64", "--out", str(tmp_path))
-    assert run.returncode == 2 and "unknown variants ['torch-fp64']" in run.stderr
-    run = acceptance("--device", "cpu", "--profile", "h100", "--out", str(tmp_path))
-    assert run.returncode == 2 and "profile 'h100' is for device cuda, not cpu" in run.stderr
-    run = acceptance("--device", "cpu", "--profile", "tpu-v9", "--out", str(tmp_path))
-    assert run.returncode == 2 and "unknown device profile 'tpu-v9'" in run.stderr.strip().splitlines()[-1]
-
-
-def test_a_spent_budget_leaves_the_work_to_the_next_call(tmp_path):
-    run = acceptance(*SMOKE, "--variants", "torch-fp32", "--budget-s", "1", "--out", str(tmp_path))
-    assert run.returncode == 3, run.stderr[-2000:]
-    doc = json.loads((tmp_path / "acceptance.json").read_text())
-    assert doc["rows"] == [] and doc["complete"] is False and "2 left" in run.stderr
-    doc["rows"] = [{"cameras": 1, "variant": "torch-fp32", "engine": "torch", "precision": "fp32", "status": "running"}]
-    (tmp_path / "acceptance.json").write_text(json.dumps(doc))  # a call that was killed during its first row
-    run = acceptance(*SMOKE, "--variants", "torch-fp32", "--budget-s", "1", "--out", str(tmp_path))
-    assert run.returncode == 3 and "1 left" in run.stderr and "resuming" in run.stderr
-    (row,) = json.loads((tmp_path / "acceptance.json").read_text())["rows"]
-    assert row["status"] == "interrupted" and "--retry" in row["error"]["message"]
-    assert "- torch-fp32: interrupted: interrupted: the call stopped" in (tmp_path / "acceptance.md").read_text()
+def test_refusals_exit_2(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "tools/gpu_acceptance.py", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2 and "--device cuda, but torch sees no GPU" in run.stderr
+    run = subprocess.run(
+        [sys.executable, "tools/gpu_acceptance.py", "--iters", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2 and "--iters" in run.stderr
 
 
 def test_profile_from_the_gpu_name_and_wheels():
-    rows = load_tool("gpu_acceptance_rows")
-    assert rows.choose_profile("cuda", "NVIDIA H100 80GB HBM3")[0] == "h100"
-    assert rows.choose_profile("cuda", "NVIDIA GeForce RTX 4090")[0] == "rtx-4090"
-    name, why = rows.choose_profile("cuda", "NVIDIA H200")
-    assert name == "h100" and "no profile matches GPU 'NVIDIA H200'" in why
-    assert rows.choose_profile("cpu", "")[0] == "cpu"
-    assert "no *.whl in" in rows.install_wheels(ROOT / "configs")["error"]
+    tool = load_tool("gpu_acceptance")
+    assert tool.choose_profile("cuda", "NVIDIA H100 80GB HBM3")[0] == "h100"
+    assert tool.choose_profile("cuda", "NVIDIA H200")[0] == "h200"
+    assert tool.choose_profile("cuda", "NVIDIA GeForce RTX 4090")[0] == "rtx-4090"
+    assert tool.choose_profile("cuda", "NVIDIA A10")[0] == "h100"
+    assert tool.choose_profile("cpu", "")[0] == "cpu"
+    assert "no *.whl in" in tool.install_wheels(ROOT / "configs")["error"]

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlash.bench import BenchReport, BenchSettings, make_engine, run_bench
+from vlash.cli.engine_args import add_torch_engine_arguments, torch_engine_options
 from vlash.cli.policy_args import add_policy_arguments
 from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_device
@@ -56,18 +57,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="time an exported artifact (its policy, engine and precision are the defaults); default: random weights",
     )
-    p.add_argument("--cuda-graphs", action="store_true", default=None, help="capture the torch denoise step")
     p.add_argument("--cameras", type=positive_int, default=None, help="number of cameras (default: the policy's)")
     p.add_argument("--batch", type=positive_int, default=1, help="observations per call")
     p.add_argument("--iters", type=positive_int, default=20, help="timed runs")
     p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed runs first")
     p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch (default: torch's)")
-    p.add_argument(
-        "--compile",
-        default=None,
-        choices=("default", "reduce-overhead", "max-autotune"),
-        help="torch.compile the prefill and the denoise step (reduce-overhead = CUDA graphs)",
-    )
+    add_torch_engine_arguments(p)
     p.add_argument(
         "--profile-rates",
         action="store_true",
@@ -154,9 +149,7 @@ def run(args: argparse.Namespace) -> int:
     dtype = dtype or (named.precision if named else ("bf16" if device.type == "cuda" else "fp32"))
     if manifest is not None and engine_name == "torch":
         raise ConfigError(f"the torch engine runs a policy, not an artifact; use --engine {manifest.engine}")
-    if engine_name != "torch" and (args.compile or args.cuda_graphs):
-        raise ConfigError(f"--compile and --cuda-graphs apply to the torch engine, not {engine_name}")
-    cuda_graphs = args.cuda_graphs if args.cuda_graphs is not None else bool(named and named.cuda_graphs)
+    torch_options = torch_engine_options(args, engine_name, device, named)
     settings = BenchSettings(
         schedule=args.schedule,
         steps=args.steps or config.num_steps,
@@ -182,8 +175,7 @@ def run(args: argparse.Namespace) -> int:
             dtype,
             device,
             profile=named,
-            compile_mode=args.compile,
-            cuda_graphs=cuda_graphs and engine_name == "torch",
+            **torch_options,
             threads=threads,
             artifact=artifact,
             allow_failed_gate=args.allow_failed_gate,

@@ -40,7 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "keys": ("vlash.cli.keys_cmd", "generate a CurveZMQ key pair for `vlash serve --curve-keys` / clients"),
     "run": ("vlash.cli.run_cmd", "run a robot (or the simulator) under a remote policy server"),
-    "quantize": ("vlash.cli.quantize_cmd", "quantize a policy (torch int8/int4, ONNX int8, TensorRT), gate it vs fp32"),
+    "quantize": (
+        "vlash.cli.quantize_cmd",
+        "quantize a policy (torch int8/int4/fp8, ONNX int8, TensorRT), gate vs fp32",
+    ),
     "demo": ("vlash.cli.demo_cmd", "serve the shipped policy and drive the simulated arm through it, with a plot"),
 }
 

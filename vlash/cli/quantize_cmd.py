@@ -13,10 +13,11 @@ from vlash.errors import ConfigError
 from vlash.policies.policy_source import PolicyKind, PolicySource
 from vlash.progress import progress
 
-HELP = "quantize a policy (torch int8/int4, ONNX int8, TensorRT), gate it vs fp32"
+HELP = "quantize a policy (torch int8/int4/fp8, ONNX int8, TensorRT), gate vs fp32"
 SCHEME_NAMES = (
     "torch-int8",
     "torch-int4",
+    "torch-fp8",
     "onnx-int8-dynamic",
     "onnx-int8-static",
     "trt-fp16",

@@ -13,8 +13,10 @@ import torch
 
 from vlash.cli.checkpoint_args import add_checkpoint_options, checkpoint_options
 from vlash.cli.cpu_threads import RULE, server_threads
+from vlash.cli.engine_args import add_torch_engine_arguments, torch_engine_options
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import check_tcp_port, check_zmq_bind, positive_int
+from vlash.devices import is_profile_name, load_profile, resolve_device
 from vlash.engines import available_engines
 from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
@@ -41,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--engine", choices=available_engines(), default=None, help="default: an artifact's own engine, else torch"
     )
+    add_torch_engine_arguments(p)
     p.add_argument("--bind", default="tcp://127.0.0.1:5555", help="ZeroMQ endpoint (localhost by default)")
     p.add_argument(
         "--insecure",
@@ -108,10 +111,12 @@ class ServePlan:
     config: ServerConfig
     openpi: OpenpiConfig | None
     options: CheckpointOptions
+    engine_options: dict  # the torch engine's compile_mode and graphs
 
 
-def policy_plan(args: argparse.Namespace) -> tuple[PolicySource, str, CheckpointOptions]:
-    """The policy, its engine and checkpoint options, checked (one-line errors, nothing heavy loaded)."""
+def policy_plan(args: argparse.Namespace) -> tuple[PolicySource, str, CheckpointOptions, dict]:
+    """The policy, its engine, checkpoint options and torch engine options, checked (one-line errors, nothing heavy
+    loaded)."""
     source = policy_source(args, "serve", ACCEPTED)
     engine = args.engine or "torch"
     if source.kind is PolicyKind.ARTIFACT:
@@ -128,12 +133,19 @@ def policy_plan(args: argparse.Namespace) -> tuple[PolicySource, str, Checkpoint
                 f"/ openpi directories; --policy {source.value!r} is {source.describe()}, which takes no "
                 f"{', '.join(unused)}"
             )
-    return source, engine, options
+    profile = load_profile(args.device) if is_profile_name(args.device) else None
+    if profile is not None:
+        device = torch.device(profile.device)
+    elif args.ray:  # the replicas' device, decided on them (this node may have no GPU); FleetConfig checks it
+        device = torch.device("cpu" if args.device == "cpu" else "cuda")
+    else:
+        device = resolve_device(args.device)
+    return source, engine, options, torch_engine_options(args, engine, device, profile)
 
 
 def plan(args: argparse.Namespace) -> ServePlan:
     """Check every argument, endpoint and port (one-line errors, nothing heavy loaded)."""
-    source, engine, options = policy_plan(args)
+    source, engine, options, engine_options = policy_plan(args)
     fleet_only = given_flags(args, FLEET_FLAGS)
     if fleet_only:
         raise ConfigError(f"{', '.join(fleet_only)} configure a Ray Serve fleet: add --ray")
@@ -155,7 +167,7 @@ def plan(args: argparse.Namespace) -> ServePlan:
     if args.openpi_port is not None:
         openpi = OpenpiConfig(args.openpi_host, args.openpi_port, args.openpi_profile, args.openpi_map)
         check_tcp_port(openpi.host, openpi.port, "--openpi-port")
-    return ServePlan(source, engine, server_threads(args.threads), config, openpi, options)
+    return ServePlan(source, engine, server_threads(args.threads), config, openpi, options, engine_options)
 
 
 def load(served: ServePlan, args: argparse.Namespace) -> LoadedRuntime:
@@ -174,6 +186,7 @@ def load(served: ServePlan, args: argparse.Namespace) -> LoadedRuntime:
         served.options,
         allow_failed_gate=args.allow_failed_gate,
         threads=served.threads,
+        **served.engine_options,
     )
 
 
@@ -257,7 +270,7 @@ def run_fleet(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"vlash serve --ray needs Ray Serve ({exc.name} is missing): pip install 'vlash[fleet]'"
         ) from None
-    source, engine, options = policy_plan(args)
+    source, engine, options, engine_options = policy_plan(args)
     named = source.kind in (PolicyKind.PRESET, PolicyKind.SHIPPED)  # a name: found on every node
     policy = str(Path(source.value).resolve()) if named and looks_like_path(source.value) else source.value
     # --device auto: no GPU here, decided once Ray is up (serve_fleet's auto_gpus: where the replicas can have one)
@@ -270,6 +283,7 @@ def run_fleet(args: argparse.Namespace) -> int:
         device=args.device,
         dtype=args.dtype,
         engine=engine,
+        **engine_options,
         num_steps=args.steps,
         schedule=args.schedule,
         checkpoint_options=options,

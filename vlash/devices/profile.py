@@ -18,6 +18,7 @@ PROFILE_DIR = config_dir("devices")
 ENGINES = ("torch", "onnxruntime", "tensorrt")
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "nvfp4")
+CUDA_GRAPHS = ("off", "chunk", "step")  # the torch engine's static programs (vlash.engines.static_program)
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,9 @@ class DeviceProfile:
     memory_bandwidth_gbs: float  # peak DRAM bandwidth, GB/s (vendor figure; roofline)
     peak_tflops: dict[str, float]  # precision -> dense peak TFLOPS (TOPS for int8); roofline
     threads: int = 0  # CPU threads for the engine (0 = library default)
-    cuda_graphs: bool = False  # capture the denoise step in a CUDA graph (torch engine)
+    # torch engine: "chunk" captures the prefill and the denoise steps between two streamed pieces as CUDA graphs,
+    # "step" one graph per denoise step, "off" runs eagerly
+    cuda_graphs: str = "off"
     ort_providers: tuple[str, ...] = ("CPUExecutionProvider",)  # ONNX Runtime providers, preferred first
     description: str = ""  # free text
 
@@ -52,13 +55,20 @@ class DeviceProfile:
             raise ConfigError(f"{where}: no peak_tflops entry for its precision {self.precision!r}")
         if self.threads < 0:
             raise ConfigError(f"{where}: threads must be >= 0, got {self.threads}")
-        if self.cuda_graphs and self.device != "cuda":
+        if self.cuda_graphs not in CUDA_GRAPHS:
+            raise ConfigError(f"{where}: cuda_graphs must be one of {CUDA_GRAPHS}, got {self.cuda_graphs!r}")
+        if self.cuda_graphs != "off" and self.device != "cuda":
             raise ConfigError(f"{where}: cuda_graphs needs device: cuda, got device {self.device!r}")
         object.__setattr__(self, "ort_providers", tuple(self.ort_providers))
 
     def peak_flops(self, precision: str) -> float:
         """FLOP/s at `precision` (falls back to the profile's own precision's figure when not listed)."""
         return self.peak_tflops.get(precision, self.peak_tflops[self.precision]) * 1e12
+
+    @property
+    def graphs(self) -> str | None:
+        """The torch engine's `graphs` option: "chunk", "step" or None (off)."""
+        return None if self.cuda_graphs == "off" else self.cuda_graphs
 
     @property
     def bandwidth(self) -> float:

@@ -31,6 +31,8 @@ class FleetConfig:
     device: str = "auto"
     dtype: str | None = None  # fp32, bf16, fp16; None: bf16 on cuda, fp32 on cpu
     engine: str = "torch"  # torch, or the engine of an exported artifact
+    compile_mode: str | None = None  # torch engine: torch.compile mode (default, max-autotune, ...); None: eager
+    graphs: str | None = None  # torch engine on a GPU: CUDA graphs per "chunk" or per "step"; None: off
     num_steps: int | None = None  # denoise steps; None: the policy's
     schedule: str = "constant"  # default flow schedule: constant or horizon-aware
     # LeRobot / openpi directories: {tokenizer, model_config (preset or YAML), asset_id, state_in_prompt,
@@ -72,6 +74,8 @@ class FleetConfig:
             raise ConfigError(f"schedule must be one of {[s.value for s in Schedule]}, got {self.schedule!r}") from None
         _check_number(self, "num_gpus", 0.0)
         self.device = _replica_device(self.device, self.num_gpus)
+        if self.graphs is not None and self.device == "cpu":
+            raise ConfigError(f"graphs ({self.graphs!r}) are CUDA graphs: they need device cuda, not cpu")
         _check_int(self, "num_replicas", 1)
         _check_int(self, "max_batch", 1)
         _check_int(self, "unhealthy_after", 1)
@@ -133,6 +137,8 @@ class FleetConfig:
             self.schedule,
             self.checkpoint_options,
             allow_failed_gate=self.allow_failed_gate,
+            compile_mode=self.compile_mode,
+            graphs=self.graphs,
         )
 
 

@@ -44,10 +44,13 @@ def random_policy(
     dtype: str | torch.dtype = "fp32",
     device: str | torch.device = "cpu",
     instructions: Sequence[str] = DEFAULT_INSTRUCTIONS,
+    cameras: int | None = None,
 ) -> LoadedPolicy:
-    """An in-memory policy: `preset`'s shapes, random weights, identity stats, a generated tokenizer."""
+    """An in-memory policy: `preset`'s shapes (with `cameras` camera slots where given), random weights, identity
+    stats, a generated tokenizer."""
     state_dims = state_dims or action_dims
     config = load_preset(preset)
+    config = config if cameras is None else config.with_cameras(cameras)
     model = build_random(config, dtype=dtype, device=device, seed=seed)
     with tempfile.TemporaryDirectory(prefix="vlash-tok-") as tmp:
         tokenizer = PromptTokenizer.from_dir(write_tokenizer(tmp, instructions).parent)

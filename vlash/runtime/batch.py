@@ -132,10 +132,12 @@ def run_rows(
 
 
 def _call_hooks(
-    stage: str, rows: Sequence[int], row_hooks: Sequence[StageHook], stage_hook: StageHook
+    stage: str, rows: Sequence[int], row_hooks: Sequence[StageHook], stage_hook: StageHook, times: int = 1
 ) -> dict[int, Exception]:
-    """The batch's stage hook (an exception aborts the batch), then each row's hook: the rows whose hook raised."""
-    stage_hook(stage)
+    """The batch's stage hook `times` times (once per step of a span; an exception aborts the batch), then each row's
+    hook once: the rows whose hook raised."""
+    for _ in range(times):
+        stage_hook(stage)
     failed: dict[int, Exception] = {}
     for row in rows:
         try:
@@ -181,9 +183,12 @@ class _Batch:
             stack_plans(plans + plans[-1:] * pad), engine.synchronize, engine.can_shrink_batch, shared_time=True
         )
         stepper.drop(range(n, n + pad))  # the pad rows: evaluated with the others, never reported
+        granularity = engine.span_granularity
         while not stepper.done:
-            started = time.perf_counter()  # the step's time includes its stage hooks
-            failed = _call_hooks("step", stepper.active, self.row_hooks, self.stage_hook)
+            spans = granularity is not None and not stepper.guided  # guided RTC: autograd, one step at a time
+            steps = stepper.steps_to_next_report() if spans and granularity == "chunk" else 1
+            started = time.perf_counter()  # the steps' time includes their stage hooks
+            failed = _call_hooks("step", stepper.active, self.row_hooks, self.stage_hook, steps)
             if failed:
                 stepper.drop(failed)
                 paused = time.perf_counter()
@@ -191,12 +196,18 @@ class _Batch:
                 started += time.perf_counter() - paused  # but not the consumer's time
                 if stepper.done:
                     break
+                if spans:  # the rows left may report sooner
+                    steps = min(steps, stepper.steps_to_next_report())
             cache = self._cache_of(stepper)
-            report = stepper.step(lambda x, tau, c=cache: engine.denoise_step(x, tau, c), started)
-            for final in report.finals:
-                yield final.row, self._piece(final)
-            for done in report.done:
-                yield done.row, self._result(done)
+            if spans:
+                reports = stepper.step_span(lambda span, c=cache: engine.denoise_span(span, c), steps, started)
+            else:
+                reports = [stepper.step(lambda x, tau, c=cache: engine.denoise_step(x, tau, c), started)]
+            for report in reports:
+                for final in report.finals:
+                    yield final.row, self._piece(final)
+                for done in report.done:
+                    yield done.row, self._result(done)
 
     def _cache_of(self, stepper: BatchStepper) -> PrefixCache:
         """The PrefixCache rows of x's rows (selected again only when they changed, with the stepper's index)."""

@@ -4,6 +4,7 @@ or a preset with random weights; warm it up on a synthetic request."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -66,6 +67,8 @@ def load_runtime(
     options: CheckpointOptions | None = None,
     allow_failed_gate: bool = False,
     threads: int | None = None,
+    compile_mode: str | None = None,
+    graphs: str | None = None,
 ) -> LoadedRuntime:
     """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory: vlash,
     LeRobot or openpi, with `options` for what the latter two do not store). Engines other than torch run an
@@ -78,6 +81,8 @@ def load_runtime(
     if checkpoint is None and options != CheckpointOptions():
         raise ConfigError("checkpoint options (--tokenizer, --model-config, ...) apply to --checkpoint DIR only")
     if engine != "torch":
+        if compile_mode or graphs:
+            raise ConfigError(f"compile and CUDA graphs apply to the torch engine, not {engine}")
         return _load_artifact(checkpoint, engine, device, num_steps, schedule, allow_failed_gate, threads)
     if random_weights and policy is None:
         raise ConfigError("--random-weights needs --policy PRESET (e.g. pi05-tiny), not --checkpoint")
@@ -96,7 +101,8 @@ def load_runtime(
         loaded = load_policy(path, dtype=precision, device=dev, options=options)
         model_id = policy or path.resolve().name
     load_s = time.perf_counter() - start
-    runtime = PolicyRuntime(loaded, create_engine(engine, model=loaded.model), num_steps=num_steps, schedule=schedule)
+    built = create_engine(engine, model=loaded.model, compile_mode=compile_mode, graphs=graphs)
+    runtime = PolicyRuntime(loaded, built, num_steps=num_steps, schedule=schedule)
     params = sum(p.numel() for p in loaded.model.parameters())
     label = precision_label(getattr(loaded.model, "quant_scheme", None), precision)
     return LoadedRuntime(runtime, model_id, label, params, load_s, gate)
@@ -137,10 +143,15 @@ def example_request(runtime: PolicyRuntime, seed: int = 0) -> ChunkRequest:
     return ChunkRequest(images=images, state=state, prompt="go to the goal", seed=seed)
 
 
-def warm_up(runtime: PolicyRuntime, runs: int = 2) -> float:
-    """Run `runs` full requests (both schedules); returns the seconds it took."""
+def warm_up(runtime: PolicyRuntime, runs: int = 2, batch_sizes: Sequence[int] = (1,)) -> float:
+    """Run `runs` full requests (both schedules) at each batch size; returns the seconds it took."""
     start = time.perf_counter()
-    for i in range(runs):
-        schedule = ("constant", "horizon-aware")[i % 2]
-        runtime.run(replace(example_request(runtime, seed=i), schedule=schedule))
+    for size in batch_sizes:
+        for i in range(runs):
+            schedule = ("constant", "horizon-aware")[i % 2]
+            request = replace(example_request(runtime, seed=i), schedule=schedule)
+            if size == 1:
+                runtime.run(request)
+            else:
+                runtime.run_batch([request] * size)
     return time.perf_counter() - start

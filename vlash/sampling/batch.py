@@ -10,6 +10,10 @@ Usage:
     while not stepper.done:
         report = stepper.step(velocity_fn)   # velocity_fn sees the rows of stepper.x_rows, in that order
         report.finals, report.done           # RowFinal: newly final actions; RowDone: rows that finished
+
+An engine that runs several steps as one unit (a captured CUDA graph) takes them as a `StepSpan` instead:
+`stepper.step_span(engine_run, stepper.steps_to_next_report())` runs up to the next step that reports something
+(a row's first final actions, a row's last step) and returns one report per step.
 """
 
 from __future__ import annotations
@@ -24,7 +28,10 @@ from torch import Tensor
 from vlash.sampling.guidance import guided_velocity
 from vlash.sampling.plan import SamplingPlan
 from vlash.sampling.results import NOT_FINAL, SampleResult
+from vlash.sampling.span import StepSpan, euler_update
 from vlash.sampling.velocity import VelocityFn, eval_velocity
+
+SpanFn = Callable[[StepSpan], Tensor]  # runs a span's steps, returns x after them (fp32 [n, H, A])
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,11 @@ class BatchStepper:
         with torch.no_grad():
             return eval_velocity(velocity_fn, self.x, tau)
 
+    @property
+    def guided(self) -> bool:
+        """Whether a row of x runs guided RTC (its steps need autograd: one `step` at a time, no spans)."""
+        return self._xrows.guidance is not None
+
     def step(self, velocity_fn: VelocityFn, started: float | None = None) -> StepReport:
         """Run the next step on the rows of `x_rows` (velocity_fn gets x and tau of exactly those rows). started: the
         time.perf_counter() the step's time counts from (e.g. before the caller's per-step work); None: now."""
@@ -152,11 +164,58 @@ class BatchStepper:
         t0 = time.perf_counter() if started is None else started
         tau = xrows.taus[k][:, :1] if self.shared_time and self.plan.shared_time[k] else xrows.taus[k]
         v = self._velocity(velocity_fn, tau, k)
-        self.x = _euler_update(self.x, v, xrows.dtaus[k], xrows.held)
+        self.x = euler_update(self.x, v, xrows.dtaus[k], xrows.held)
+        self._clock(t0, 1)
+        return self._report(k, done_possible=True)
+
+    def steps_to_next_report(self) -> int:
+        """Steps from the next one up to and including the first that reports something: a running row's first
+        final actions (time to first action) or a row's last step. A span this long loses no streaming latency."""
+        if self.done:
+            raise RuntimeError("BatchStepper.steps_to_next_report: no row is left running")
+        first = self.step_index
+        for k in range(first, self.plan.num_steps):
+            for row in self.active:
+                first_finals = self._emitted[row] == self.plan.prefix_lens[row] < self._frontier[k][row]
+                if first_finals or k >= self.plan.last_step[row]:
+                    return k - first + 1
+        return self.plan.num_steps - first
+
+    def step_span(self, run_span: SpanFn, steps: int, started: float | None = None) -> list[StepReport]:
+        """Run the next `steps` steps as one `StepSpan` through `run_span` (at most `steps_to_next_report()`, and no
+        guided row); one report per step, as `step` would have given them (each step's time: the span's share)."""
+        if self.done:
+            raise RuntimeError("BatchStepper.step_span: no row is left running")
+        if self.guided:
+            raise ValueError("guided RTC needs autograd at every step: run it with step(), not step_span()")
+        if not 1 <= steps <= self.steps_to_next_report():
+            raise ValueError(f"a span covers 1..{self.steps_to_next_report()} steps here, got {steps}")
+        xrows, first = self._xrows, self.step_index
+        t0 = time.perf_counter() if started is None else started
+        shared = tuple(self.shared_time and self.plan.shared_time[k] for k in range(first, first + steps))
+        span = StepSpan(
+            first, self.x, xrows.taus[first : first + steps], xrows.dtaus[first : first + steps], shared, xrows.held
+        )
+        x = run_span(span)
+        if x.shape != self.x.shape or x.dtype != torch.float32:
+            raise ValueError(
+                f"a span must return fp32 x of shape {tuple(self.x.shape)}, got {x.dtype} {tuple(x.shape)}"
+            )
+        self.x = x
+        self._clock(t0, steps)
+        return [self._report(k, done_possible=k == first + steps - 1) for k in range(first, first + steps)]
+
+    def _clock(self, t0: float, steps: int) -> None:
+        """Advance by `steps` steps that took from t0 until now (device-synchronized), each its share."""
         if self._sync is not None:
             self._sync()
-        self.step_times_s.append(time.perf_counter() - t0)
-        self.step_index += 1
+        share = (time.perf_counter() - t0) / steps
+        self.step_times_s.extend([share] * steps)
+        self.step_index += steps
+
+    def _report(self, k: int, done_possible: bool) -> StepReport:
+        """What step k made final, and which rows it ended (only at a span's last step: a span never passes a row's
+        last step), from x after it (a final action never changes again)."""
         finals, done = [], []
         for row in self.active:
             i, start, stop = self._position[row], self._emitted[row], self._frontier[k][row]
@@ -164,6 +223,7 @@ class BatchStepper:
                 finals.append(RowFinal(row, start, stop, self.x[i, start:stop].clone(), k))
                 self._emitted[row] = stop
             if k >= self.plan.last_step[row]:
+                assert done_possible, "a span ran past a row's last step"
                 done.append(RowDone(row, self._result(row, i, k + 1)))
         if done:
             self.drop(d.row for d in done)
@@ -174,13 +234,3 @@ class BatchStepper:
         final_at[final_at >= steps_run] = NOT_FINAL
         actions = self.x[i : i + 1]  # a view, not a copy: x is replaced by the next step, never written in place
         return SampleResult(actions, steps_run, self.step_times_s[:steps_run], final_at, self.plan.prefix_lens[row])
-
-
-def _euler_update(x: Tensor, v: Tensor, dtau: Tensor, held: tuple[Tensor, Tensor] | None) -> Tensor:
-    """The Euler step of every row, x + (tau_{k+1} - tau_k) * v in fp32, committed prefix positions re-clamped.
-
-    x, v: fp32 [B, H, A]; dtau: fp32 [B, H]; held: bool [B, H] positions and fp32 [B, H, A] values copied there
-    bit-exactly (None: no row has a prefix, nothing to clamp).
-    """
-    x = x + dtau[..., None] * v
-    return x if held is None else torch.where(held[0][..., None], held[1], x)

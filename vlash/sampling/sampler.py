@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from vlash.generator_run import GeneratorRun
-from vlash.sampling.batch import BatchStepper, RowDone
+from vlash.sampling.batch import BatchStepper, RowDone, SpanFn
 from vlash.sampling.guidance import GuidanceConfig
 from vlash.sampling.plan import SamplingPlan, make_plan
 from vlash.sampling.results import FinalActions, SampleResult
@@ -114,6 +114,7 @@ class FlowSampler:
         guidance_delay: int | None = None,
         synchronize: Callable[[], object] | None = None,
         shared_time: bool = False,
+        spans: tuple[SpanFn, str] | None = None,
     ) -> SamplingRun:
         """Validate the inputs (ValueError) and return a lazy run; nothing is evaluated yet.
 
@@ -126,9 +127,12 @@ class FlowSampler:
         torch.cuda.synchronize) so step timings cover the device work. shared_time: velocity_fn also takes
         tau [B, 1] (every vlash Engine's denoise_step does), passed at steps where all tokens share one time (the
         constant schedule without a prefix), so the model conditions once per row instead of once per token.
+        spans: (run_span, granularity) of an engine with static programs (`Engine.denoise_span`,
+        `Engine.span_granularity`): unguided steps run as spans, one step each ("step") or up to the next that
+        streams actions ("chunk").
         """
         plan = self.plan(noise, prefix, guidance_target, guidance_delay)
-        return SamplingRun(_steps(plan, velocity_fn, synchronize, shared_time))
+        return SamplingRun(_steps(plan, velocity_fn, synchronize, shared_time, spans))
 
     def iter_sample(
         self,
@@ -159,7 +163,11 @@ class FlowSampler:
 
 
 def _steps(
-    plan: SamplingPlan, velocity_fn: VelocityFn, synchronize: Callable[[], object] | None, shared_time: bool
+    plan: SamplingPlan,
+    velocity_fn: VelocityFn,
+    synchronize: Callable[[], object] | None,
+    shared_time: bool,
+    spans: tuple[SpanFn, str] | None = None,
 ) -> Generator[FinalActions, None, SampleResult]:
     """A plan whose rows share their settings: every step finalizes the same indices of every row, and the rows
     finish together."""
@@ -169,12 +177,18 @@ def _steps(
     t_start = time.perf_counter()
     done: list[RowDone] = []
     while not stepper.done:
-        report = stepper.step(velocity_fn)
+        if spans is not None and not stepper.guided:
+            run_span, granularity = spans
+            count = stepper.steps_to_next_report() if granularity == "chunk" else 1
+            reports = stepper.step_span(run_span, count)
+        else:
+            reports = [stepper.step(velocity_fn)]
         elapsed = time.perf_counter() - t_start
-        if report.finals:
-            first, actions = report.finals[0], torch.stack([f.actions for f in report.finals])
-            yield FinalActions(first.start, first.stop, actions, report.step, elapsed)
-        done.extend(report.done)
+        for report in reports:
+            if report.finals:
+                first, actions = report.finals[0], torch.stack([f.actions for f in report.finals])
+                yield FinalActions(first.start, first.stop, actions, report.step, elapsed)
+            done.extend(report.done)
     rows = [d.result for d in done]
     actions = torch.cat([r.actions for r in rows])  # a copy: the rows' actions are views of the stepper's x
     first = rows[0]

@@ -93,8 +93,9 @@ class InferenceWorker(threading.Thread):
     def _warm_up(self) -> None:
         """Run the warm-up requests on this thread: the one that serves (see ServerConfig.warm_up_runs)."""
         try:
-            if self._warm_up_runs:
-                self.warm_up_s = warm_up(self.runtime, self._warm_up_runs)
+            if self._warm_up_runs:  # static programs (CUDA graphs) are built per batch size: every size served
+                sizes = range(1, self.gatherer.max_batch + 1) if self.runtime.engine.span_granularity else (1,)
+                self.warm_up_s = warm_up(self.runtime, self._warm_up_runs, sizes)
         except Exception as exc:  # start() reports it; the thread ends
             self.warm_up_error = exc
         finally:

@@ -14,7 +14,7 @@ from vlash.errors import CheckpointError
 from vlash.policies.checkpoint import read_safetensors, resolve_dtype
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
-from vlash.policies.quantized.linear import Int4WeightLinear, Int8WeightLinear
+from vlash.policies.quantized.linear import Fp8Linear, Int4WeightLinear, Int8WeightLinear
 from vlash.policies.quantized.manifest import QuantManifest
 
 
@@ -37,6 +37,8 @@ def empty_quantized_layers(model: nn.Module, layers: dict[str, dict[str, Any]], 
         args = (linear.in_features, linear.out_features, linear.bias is not None, dtype)
         if spec["dtype"] == "int4":
             swap_module(model, name, Int4WeightLinear(*args, group_size=spec["group_size"]))
+        elif spec["dtype"] == "fp8":
+            swap_module(model, name, Fp8Linear(*args))
         else:
             swap_module(model, name, Int8WeightLinear(*args))
 
@@ -65,7 +67,7 @@ def load_quantized_model(
     except RuntimeError as exc:
         raise CheckpointError(f"{directory}: quantized weights do not match the manifest: {exc}") from exc
     for module in model.modules():
-        if isinstance(module, Int8WeightLinear | Int4WeightLinear):
+        if isinstance(module, Int8WeightLinear | Int4WeightLinear | Fp8Linear):
             module.compute_dtype = torch_dtype
     model.quant_scheme = manifest.scheme  # type: ignore[attr-defined]  (engines report it)
     return model.to(device).eval()

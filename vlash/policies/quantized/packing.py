@@ -14,6 +14,8 @@ from torch import Tensor
 from vlash.errors import ConfigError
 
 INT8_MAX = 127
+FP8 = torch.float8_e4m3fn  # OCP e4m3: 3 mantissa bits, finite range +-448 (what Hopper's and Ada's tensor cores take)
+FP8_MAX = 448.0
 INT4_MIN, INT4_MAX = -8, 7
 _EPS = 1e-12  # an all-zero row/group gets a tiny scale instead of a division by zero
 
@@ -28,6 +30,14 @@ def quantize_int8(weight: Tensor) -> tuple[Tensor, Tensor]:
 
 def dequantize_int8(qweight: Tensor, scale: Tensor) -> Tensor:
     return qweight.float() * scale[:, None]
+
+
+def quantize_fp8_rows(values: Tensor) -> tuple[Tensor, Tensor]:
+    """x [rows, n] -> (fp8 e4m3 [rows, n], fp32 scale [rows, 1]), x ~= q * scale: one scale per row (a weight's output
+    channel, an activation's token), the row's absolute maximum mapped to +-448."""
+    x = values.detach().float()
+    scale = (x.abs().amax(dim=1, keepdim=True) / FP8_MAX).clamp_min(_EPS)
+    return (x / scale).clamp_(-FP8_MAX, FP8_MAX).to(FP8), scale
 
 
 def check_group_size(in_features: int, group_size: int) -> None:

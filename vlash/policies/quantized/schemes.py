@@ -28,6 +28,7 @@ SCHEMES: dict[str, Scheme] = {
     for s in (
         Scheme("torch-int8", "torch", "weight-only int8 per output channel (VLM + expert MLPs)", "int8"),
         Scheme("torch-int4", "torch", "weight-only int4 group-wise on the VLM, int8 on the expert MLPs", "int4"),
+        Scheme("torch-fp8", "torch", "fp8 e4m3 weights and per-token activations (W8A8, _scaled_mm)", "fp8"),
         Scheme("onnx-int8-dynamic", "onnxruntime", "ONNX int8 dynamic (7-bit weights, activations per call)", "int8"),
         Scheme("onnx-int8-static", "onnxruntime", "ONNX int8 static QDQ, calibrated on sim frames", "int8", True),
         Scheme("trt-fp16", "tensorrt", "TensorRT FP16", "fp16"),
@@ -47,6 +48,7 @@ KEEP_PATTERNS: tuple[str, ...] = (
     "time_mlp_*",
 )
 VLM_PATTERNS: tuple[str, ...] = ("vision.*", "projector", "vlm.*")  # where 4 bits are allowed
+FP8_ALIGNMENT = 16  # torch._scaled_mm on CUDA takes fp8 matrices whose inner and output sizes are multiples of 16
 
 
 def precision_label(scheme: str | None, dtype: str) -> str:

@@ -1,0 +1,50 @@
+"""The torch engine's `--compile` and `--cuda-graphs` flags (vlash serve, vlash bench), checked in one line before
+anything loads."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from vlash.devices import DeviceProfile
+from vlash.engines.torch_engine import COMPILE_MODES, GRAPHS
+from vlash.errors import ConfigError
+
+
+def add_torch_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--compile",
+        default=None,
+        choices=COMPILE_MODES,
+        help="torch.compile the prefill and the denoise steps (torch engine; reduce-overhead captures CUDA graphs)",
+    )
+    parser.add_argument(
+        "--cuda-graphs",
+        nargs="?",
+        const="chunk",
+        default=None,
+        choices=GRAPHS,
+        help="torch engine on a GPU: run the prefill and the denoise steps as captured CUDA graphs, all the steps "
+        "between two streamed pieces in one (chunk, the default) or one per step (step); default: the device "
+        "profile's",
+    )
+
+
+def torch_engine_options(
+    args: argparse.Namespace, engine: str, device: torch.device, profile: DeviceProfile | None
+) -> dict[str, str | None]:
+    """{compile_mode, graphs} for the torch engine (the flags, else the named device profile's graphs); ConfigError
+    for flags given to another engine, and for CUDA graphs off a GPU."""
+    if engine != "torch":
+        if args.compile or args.cuda_graphs:
+            raise ConfigError(f"--compile and --cuda-graphs apply to the torch engine, not {engine}")
+        return {}
+    if args.cuda_graphs is not None and device.type != "cuda":
+        raise ConfigError(f"--cuda-graphs needs a CUDA device (--device cuda or a GPU profile), not {device}")
+    if args.cuda_graphs is not None and args.compile == "reduce-overhead":
+        raise ConfigError("--compile reduce-overhead captures CUDA graphs of its own: drop --cuda-graphs")
+    graphs = args.cuda_graphs
+    if graphs is None and profile is not None and args.compile != "reduce-overhead":
+        graphs = profile.graphs
+    return {"compile_mode": args.compile, "graphs": graphs if device.type == "cuda" else None}
