@@ -8,6 +8,7 @@ its engine files next to the ONNX graphs and records them in the manifest.
 from __future__ import annotations
 
 import importlib
+import logging
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 EXPORT_ENGINES = ("onnxruntime", "tensorrt")
 TENSORRT_BUILDER = "vlash.engines.tensorrt_build"  # build_plans(directory, manifest, precision, progress)
+
+log = logging.getLogger(__name__)
 
 
 def _tensorrt_builder():
@@ -80,6 +83,9 @@ def export_artifact(
                 "`vlash convert --from lerobot|openpi|openpi-jax SRC --out DIR` first, then export DIR"
             )
         model = load_policy(policy_dir).model
+        if build_plans is not None and model.config.time_embedding == "fp64":  # TensorRT has no float64
+            log.warning("TensorRT has no float64: the time embedding of this LeRobot policy runs in fp32 (~1e-4)")
+            model.config = model.config.with_overrides(time_embedding="fp32")  # the manifest records it
         manifest = export_onnx(
             model,
             staging,

@@ -80,3 +80,25 @@ def test_tensorrt_engine_matches_torch(onnx_artifact, tiny_model, tmp_path):
         for _ in range(3):  # the first call captures the CUDA graph, later ones replay it
             got = engine.denoise_step(x, tau, engine.prefill(inputs))
     torch.testing.assert_close(got, ref.float(), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.trt
+@pytest.mark.slow
+def test_a_lerobot_policy_builds_with_an_fp32_time_embedding(trt, tmp_path):
+    """LeRobot's arithmetic has the time embedding in float64 (vlash.policies.lerobot_dir), which TensorRT lacks:
+    its build runs it in fp32 and the manifest says so; onnxruntime keeps float64 (the parity tests)."""
+    from pathlib import Path
+
+    from vlash.engines.export import export_artifact
+    from vlash.policies.pi05.config import load_preset
+    from vlash.policies.policy_dir import CheckpointOptions, load_policy, save_loaded_policy
+
+    shipped = Path(__file__).resolve().parents[2] / "examples" / "lerobot_pi05_tiny"
+    options = CheckpointOptions(
+        tokenizer=shipped / "tokenizer" / "tokenizer.json", model_config=load_preset(str(shipped / "model_config.yaml"))
+    )
+    policy = load_policy(shipped / "pretrained_model", options=options)
+    assert policy.model.config.time_embedding == "fp64"
+    save_loaded_policy(tmp_path / "policy", policy)
+    manifest = export_artifact(tmp_path / "trt", engine="tensorrt", precision="fp16", checkpoint=tmp_path / "policy")
+    assert manifest.model_config.time_embedding == "fp32" and manifest.files["denoise"] == "denoise.plan"

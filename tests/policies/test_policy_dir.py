@@ -119,12 +119,15 @@ def test_lerobot_directory_loads_with_its_stats_and_local_tokenizer(tmp_path, to
         load_policy(tmp_path, options=CheckpointOptions(tokenizer=tokenizer_dir))
     loaded = load_policy(tmp_path, options=CheckpointOptions(tokenizer=tokenizer_dir, model_config=tiny.config))
     assert loaded.processor.action_dims == ACTION_DIMS and not loaded.processor.antialias
+    assert loaded.metadata["arithmetic"] == {"time_embedding": "fp64", "resized_images": "float"}  # LeRobot's
+    tiny.config = tiny.config.with_overrides(time_embedding="fp64")
     expected = Pi05Processor(
         tiny.config,
         read_lerobot_pipeline(tmp_path).normalizer,
         Pi05PromptEncoder(PromptTokenizer.from_dir(tokenizer_dir), tiny.config.max_token_len, state_dims=STATE_DIMS),
         action_dims=ACTION_DIMS,
         antialias=False,
+        round_resized_images=False,
     )
     obs = _observation(tiny.config)
     np.testing.assert_array_equal(_act(loaded.model, loaded.processor, obs), _act(tiny, expected, obs))

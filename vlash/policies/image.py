@@ -52,15 +52,18 @@ def _as_uint8_bhwc(images: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, boo
     return (x[None], True) if x.ndim == 3 else (x, False)
 
 
-def _resize_with_pad_bhwc(x: torch.Tensor, height: int, width: int, antialias: bool) -> torch.Tensor:
-    """uint8 ``[B, H, W, C]`` -> uint8 ``[B, height, width, C]``."""
+def _resize_with_pad_bhwc(
+    x: torch.Tensor, height: int, width: int, antialias: bool, round_to_uint8: bool = True
+) -> torch.Tensor:
+    """uint8 ``[B, H, W, C]`` -> ``[B, height, width, C]``: uint8 (openpi), or float32 in [0, 255] without rounding
+    (`round_to_uint8=False`, LeRobot)."""
     cur_h, cur_w = x.shape[1], x.shape[2]
     if (cur_h, cur_w) == (height, width):
-        return x
+        return x if round_to_uint8 else x.to(torch.float32)
     new_h, new_w = resized_shape(cur_h, cur_w, height, width)
     chw = x.permute(0, 3, 1, 2).to(torch.float32)
     resized = F.interpolate(chw, size=(new_h, new_w), mode="bilinear", align_corners=False, antialias=antialias)
-    resized = resized.round().clamp(0, 255).to(torch.uint8)
+    resized = resized.round().clamp(0, 255).to(torch.uint8) if round_to_uint8 else resized.clamp(0, 255)
     top, left = (height - new_h) // 2, (width - new_w) // 2
     padded = F.pad(resized, (left, width - new_w - left, top, height - new_h - top), value=0)
     return padded.permute(0, 2, 3, 1).contiguous()
@@ -91,13 +94,15 @@ def to_model_image(
     antialias: bool = True,
     device: torch.device | str | None = None,
     pad_value: float = -1.0,
+    round_to_uint8: bool = True,
 ) -> torch.Tensor:
     """uint8 ``[H, W, 3]`` / ``[B, H, W, 3]`` -> float32 ``[B, 3, size, size]``, ``x / 255 * 2 - 1``.
 
     Resizes with ``resize_with_pad`` when the image is not ``size x size``; padding becomes ``pad_value``
     (-1, black, as openpi and LeRobot >= 0.5 pad; LeRobot 0.4 padded its [0, 1] images with -1, which is -3
-    here, and policies fine-tuned with it saw that). The work runs on ``device`` (default: where a tensor input
-    lives, else CPU).
+    here, and policies fine-tuned with it saw that). The resized image is rounded to uint8 as openpi does, or kept
+    in floats (``round_to_uint8=False``) as LeRobot does. The work runs on ``device`` (default: where a tensor
+    input lives, else CPU).
     """
     if size < 1:
         raise ImageError(f"size must be positive, got {size}")
@@ -105,7 +110,7 @@ def to_model_image(
     if device is not None:
         x = x.to(device)
     height, width = x.shape[1], x.shape[2]
-    x = _resize_with_pad_bhwc(x, size, size, antialias)
+    x = _resize_with_pad_bhwc(x, size, size, antialias, round_to_uint8)
     out = x.permute(0, 3, 1, 2).to(torch.float32) / 255.0 * 2.0 - 1.0
     if pad_value != -1.0 and (height, width) != (size, size):
         new_h, new_w = resized_shape(height, width, size, size)

@@ -11,6 +11,11 @@ saved only as lm_head; from 0.5.0 both are saved. A 0.4.x checkpoint was trained
 - the normalized state padded with zeros to `max_state_dim` (32) before it is binned into the prompt;
 - resize-with-pad borders of -1 in [0, 1] image space, -3 after scaling to [-1, 1] (fixed in 0.5.0).
 vlash reproduces the inputs of the release that saved the checkpoint and records which in the metadata.
+
+LeRobot's arithmetic differs from openpi's in two places, and a LeRobot checkpoint gets LeRobot's (recorded in its
+config and in the metadata's `arithmetic`): the sin/cos time embedding in float64 (`create_sinusoidal_pos_embedding`;
+arguments reach 1571 rad, where fp32 is off by ~1e-4), and a resized image kept in floats (`resize_with_pad_torch`;
+openpi rounds it to uint8). With both, vlash's actions match LeRobot 0.6.1's to ~3e-5 on its own tiny checkpoint.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from vlash.policies.layouts import read_json_object
 from vlash.policies.lerobot_pipeline import read_lerobot_pipeline, relative_mask
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.processor import Pi05Processor
-from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy
+from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy, arithmetic
 from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
 
 log = logging.getLogger(__name__)
@@ -66,6 +71,7 @@ def config_from_lerobot(doc: dict[str, Any], source: Path = Path("config.json"))
         action_dim=doc.get("max_action_dim", 32),
         max_token_len=doc.get("tokenizer_max_length", 200),
         num_steps=doc.get("num_inference_steps", 10),
+        time_embedding="fp64",  # LeRobot's create_sinusoidal_pos_embedding
     )
     return config, state_dims, action_dims
 
@@ -127,8 +133,10 @@ def load_lerobot_policy(
         action_dims=action_dims,
         antialias=False,  # LeRobot resizes with plain bilinear
         image_pad_value=LEROBOT_04_PAD_VALUE if old else -1.0,
+        round_resized_images=False,  # and keeps the resized image in floats
         relative_mask=relative_mask(pipeline, action_dims),
     )
     generation = "0.4" if old else "0.5+"
     log.info("%s: LeRobot %s inputs (state padding, image borders)", path, generation)
-    return LoadedPolicy(model, processor, {"source": "lerobot", "lerobot_inputs": generation, "lerobot_config": doc})
+    metadata = {"source": "lerobot", "lerobot_inputs": generation, "arithmetic": arithmetic(processor)}
+    return LoadedPolicy(model, processor, metadata | {"lerobot_config": doc})

@@ -26,7 +26,7 @@ from vlash.policies.layouts import read_json_object
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.processor import Pi05Processor
-from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy
+from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy, arithmetic
 from vlash.policies.stats_io import OPENPI_NORM_STATS_JSON, load_openpi_norm_stats
 from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
 
@@ -130,4 +130,5 @@ def load_openpi_policy(
     processor = openpi_processor(config, stats_file, openpi_tokenizer(root, options), options)
     model = load_model(config, root / "model.safetensors", dtype=dtype, device=device)
     asset_id = str(stats_file.parent.relative_to(root / "assets"))
-    return LoadedPolicy(model, processor, {"source": "openpi-pytorch", "asset_id": asset_id, "openpi_config": doc})
+    metadata = {"source": "openpi-pytorch", "asset_id": asset_id, "arithmetic": arithmetic(processor)}
+    return LoadedPolicy(model, processor, metadata | {"openpi_config": doc})

@@ -24,7 +24,7 @@ from vlash.policies.checkpoint import aligned_state
 from vlash.policies.openpi_dir import norm_stats_file, openpi_model_config, openpi_processor, openpi_tokenizer
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.pi05.openpi_jax import convert_openpi_params
-from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy, save_loaded_policy
+from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy, arithmetic, save_loaded_policy
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
@@ -104,6 +104,7 @@ def convert_openpi_jax(
         raise CheckpointError(f"{params_dir} does not fit the model config {config.name!r}: {exc}") from exc
     asset_id = str(stats_file.parent.relative_to(root / "assets"))
     metadata = {"source": "openpi-jax", "checkpoint": str(Path(checkpoint).resolve()), "asset_id": asset_id}
+    metadata["arithmetic"] = arithmetic(processor)  # openpi's JAX: fp32 time embedding, uint8 resize
     policy = LoadedPolicy(model.eval(), processor, metadata)
     report(f"writing {out}")
     save_loaded_policy(out, policy)

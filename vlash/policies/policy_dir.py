@@ -74,6 +74,16 @@ class CheckpointOptions:
         return [n for n in names if getattr(self, n) is not None and n not in allowed[layout]]
 
 
+def arithmetic(processor: Pi05Processor) -> dict[str, str]:
+    """The arithmetic a policy's numbers depend on, which follows the implementation that trained it (recorded in
+    its metadata): the time embedding's precision (openpi fp32, LeRobot fp64) and resized images (openpi rounds them
+    to uint8, LeRobot keeps floats)."""
+    return {
+        "time_embedding": processor.config.time_embedding,
+        "resized_images": "uint8" if processor.round_resized_images else "float",
+    }
+
+
 def input_settings(processor: Pi05Processor) -> dict[str, Any]:
     """How `processor` presents images and the prompt (what differs between checkpoint families): the part of
     config.yaml's `processor` section that `save_policy`'s own arguments do not cover."""
@@ -81,6 +91,7 @@ def input_settings(processor: Pi05Processor) -> dict[str, Any]:
     return {
         "antialias": processor.antialias,
         "image_pad_value": processor.image_pad_value,
+        "round_resized_images": processor.round_resized_images,
         "state_in_prompt": encoder.state_in_prompt,
         "pad_state_to": encoder.pad_state_to,
     }
@@ -203,6 +214,7 @@ def _load_vlash(path: Path, dtype: str | torch.dtype, device: str | torch.device
         action_dims=proc.get("action_dims", config.action_dim),
         antialias=bool(proc.get("antialias", True)),
         image_pad_value=float(proc.get("image_pad_value", -1.0)),
+        round_resized_images=bool(proc.get("round_resized_images", True)),
         relative_mask=None if mask is None else tuple(mask),
         transform=None if space is None else load_transform(space, str(source)),
     )

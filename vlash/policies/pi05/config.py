@@ -13,6 +13,7 @@ from vlash.resources import config_dir
 
 # configs/ sits at the repository root next to the package (editable install / source checkout).
 PRESET_DIR = config_dir("policies")
+TIME_EMBEDDINGS = ("fp32", "fp64")  # Pi05Config.time_embedding
 
 
 def _check_positive(owner: str, **values: int | float) -> None:
@@ -100,6 +101,9 @@ class Pi05Config:
     num_steps: int = 10  # default Euler steps
     time_min_period: float = 4e-3  # sin/cos time embedding periods
     time_max_period: float = 4.0
+    # precision of the sin/cos time embedding's arguments (up to 2 pi / 4e-3 = 1571 rad): "fp32" as openpi's JAX
+    # model (and vlash's own policies), "fp64" as LeRobot's PyTorch model; a checkpoint gets its trainer's
+    time_embedding: str = "fp32"
 
     def __post_init__(self) -> None:
         _check_positive(
@@ -121,6 +125,9 @@ class Pi05Config:
                     f"{self.name}: vlm.{attr}={getattr(self.vlm, attr)} must equal "
                     f"expert.{attr}={getattr(self.expert, attr)}"
                 )
+        if self.time_embedding not in TIME_EMBEDDINGS:
+            got = self.time_embedding
+            raise ConfigError(f"{self.name}: time_embedding must be one of {TIME_EMBEDDINGS}, got {got!r}")
         if self.expert.width % 2:
             raise ConfigError(f"{self.name}: expert.width {self.expert.width} must be even (sin/cos time embedding)")
 

@@ -58,17 +58,18 @@ class PrefixCache:
         )
 
 
-def sincos_frequencies(dim: int, min_period: float, max_period: float) -> Tensor:
-    """openpi posemb_sincos angular frequencies 2*pi/period, periods log-spaced min..max, [dim/2] fp32."""
+def sincos_frequencies(dim: int, min_period: float, max_period: float, dtype: torch.dtype = torch.float32) -> Tensor:
+    """openpi posemb_sincos angular frequencies 2*pi/period, periods log-spaced min..max, [dim/2] in `dtype`."""
     fraction = torch.linspace(0.0, 1.0, dim // 2, dtype=torch.float64)
     period = min_period * (max_period / min_period) ** fraction
-    return (2.0 * math.pi / period).float()
+    return (2.0 * math.pi / period).to(dtype)
 
 
 def sincos_time_embedding(tau: Tensor, freq: Tensor) -> Tensor:
-    """Per-token times tau [B, H] -> [B, H, 2 * len(freq)] fp32, [sin | cos]."""
-    arg = tau.float()[..., None] * freq
-    return torch.cat([arg.sin(), arg.cos()], dim=-1)
+    """Per-token times tau [B, H] -> [B, H, 2 * len(freq)] fp32, [sin | cos], the arguments in freq's dtype (fp32 as
+    openpi's JAX model; fp64 as LeRobot's, whose arguments reach 1571 rad)."""
+    arg = tau.to(freq.dtype)[..., None] * freq
+    return torch.cat([arg.sin(), arg.cos()], dim=-1).float()
 
 
 class Pi05Model(nn.Module):
@@ -166,9 +167,10 @@ class Pi05Model(nn.Module):
     # ---------------------------------------------------------------- suffix
     def time_condition(self, tau: Tensor) -> Tensor:
         """adaRMS condition [B, T, W_expert] from flow times tau [B, T]: per token (T = H) or shared (T = 1)."""
-        if self._time_freq is None or self._time_freq.device != tau.device:
+        dtype = torch.float64 if self.config.time_embedding == "fp64" else torch.float32
+        if self._time_freq is None or self._time_freq.device != tau.device or self._time_freq.dtype != dtype:
             cfg = self.config
-            freq = sincos_frequencies(cfg.expert.width, cfg.time_min_period, cfg.time_max_period)
+            freq = sincos_frequencies(cfg.expert.width, cfg.time_min_period, cfg.time_max_period, dtype)
             self._time_freq = freq.to(tau.device)
         emb = sincos_time_embedding(tau, self._time_freq)
         return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb.to(self.dtype)))))

@@ -49,6 +49,7 @@ class Pi05Processor:
     action_key: str = "action"  # normalizer key of the actions
     antialias: bool = True  # openpi resizes with antialiasing; LeRobot fine-tunes were trained without
     image_pad_value: float = -1.0  # model-space value of resize-with-pad borders (-3 for LeRobot 0.4 fine-tunes)
+    round_resized_images: bool = True  # a resized image rounded to uint8 (openpi) or kept in floats (LeRobot)
     relative_mask: tuple[bool, ...] | None = None  # per action dim: predicted relative to the state (None: absolute)
     transform: StateActionTransform | None = None  # the model's space differs from the joints (None: joints)
     _warned_cameras: set[str] = field(default_factory=set, repr=False)
@@ -140,7 +141,12 @@ class Pi05Processor:
         for i, name in enumerate(names):
             if name in obs.images:
                 out[i] = to_model_image(
-                    obs.images[name], size, antialias=self.antialias, device=device, pad_value=self.image_pad_value
+                    obs.images[name],
+                    size,
+                    antialias=self.antialias,
+                    device=device,
+                    pad_value=self.image_pad_value,
+                    round_to_uint8=self.round_resized_images,
                 )[0]
             elif name not in self._warned_cameras:
                 self._warned_cameras.add(name)
