@@ -1,7 +1,11 @@
 """A custom robot under a policy server: a 7-joint arm with a gripper, written against robot_io's Robot interface.
 
-    vlash serve --checkpoint POLICY_DIR --bind tcp://0.0.0.0:5555     # a policy with state_dim 15, action_dim 8
-    python examples/custom_robot.py --server tcp://GPU_HOST:5555 --camera base_0_rgb=wrist
+    # the policy server: random weights of the arm's shape stand in for your policy (--checkpoint DIR)
+    vlash serve --policy pi05-tiny --random-weights --state-dims 15 --action-dims 8
+    python examples/custom_robot.py --server tcp://127.0.0.1:5555 --camera base_0_rgb=wrist
+
+Across machines, serve with `--bind tcp://0.0.0.0:5555 --insecure` (or CurveZMQ keys: `vlash keys`, docs/PROTOCOL.md)
+and give the GPU machine's address to --server.
 
 The arm here is simulated (joints move toward their goal at a limited speed, in real time); replace the bodies
 marked DRIVER with your robot's calls. Its state has more entries than its action: 7 joint positions, 7 joint

@@ -1,10 +1,16 @@
 """Drive a LeRobot SO-101 arm (or another LeRobot arm) with a policy server, then print the summary.
 
-    vlash serve --checkpoint POLICY_DIR --bind tcp://0.0.0.0:5555          # on the GPU machine
-    python examples/lerobot_arm.py --server tcp://GPU_HOST:5555 --robot-config configs/robots/so101.yaml \\
-        --camera base_0_rgb=front --camera left_wrist_0_rgb=wrist --camera right_wrist_0_rgb=none
-    python examples/lerobot_arm.py --server tcp://GPU_HOST:5555 --port /dev/ttyACM0 --id my_so101 \\
-        --front-camera 0 --camera base_0_rgb=front --camera left_wrist_0_rgb=none --camera right_wrist_0_rgb=none
+    # the policy server (random weights of the SO-101's shape stand in for your fine-tune: --checkpoint DIR)
+    vlash serve --policy pi05-tiny --random-weights --action-dims 6
+    # the arm, its port and cameras from the YAML (the policy's one camera, base_0_rgb, sees the arm's "front")
+    python examples/lerobot_arm.py --server tcp://127.0.0.1:5555 --robot-config configs/robots/so101.yaml \\
+        --camera base_0_rgb=front
+    # or from flags: port, calibration id, the scene camera's OpenCV index
+    python examples/lerobot_arm.py --server tcp://127.0.0.1:5555 --port /dev/ttyACM0 --id my_so101 --front-camera 0 \\
+        --camera base_0_rgb=front
+
+Across machines, serve with `--bind tcp://0.0.0.0:5555 --insecure` (or CurveZMQ keys: `vlash keys`, docs/PROTOCOL.md)
+and give the GPU machine's address to --server.
 
 The robot is built by LeRobot's own config registry and factory (`lerobot:<type>`, as `vlash run --robot` does);
 the config comes from a YAML of LeRobot's config fields, from the flags, or both (flags win). Needs LeRobot on

@@ -27,6 +27,7 @@ import numpy as np
 from robot_io.control import Clock, ControlLoop, LoopSummary, MonotonicClock, RecentWindow, Tick
 from robot_io.errors import RobotIOError
 from robot_io.executors import ChunkRecord, PolicyLink, make_executor
+from robot_io.protocol import Metadata
 from robot_io.robots.base import Robot, action_dim, holds_position, state_dim
 from robot_io.run_setup import RunConfig, fit_policy, safety_for
 from robot_io.run_summary import RunSummary
@@ -92,10 +93,10 @@ class Runner:
         self._t0 = 0
         self._next_status = 0
 
-    def run(self) -> RunResult:
-        """Handshake, check the robot against the policy, run the loop for config.duration_s, and return the
-        result (the robot must be connected)."""
-        meta = self.executor.start()
+    def run(self, metadata: Metadata | None = None) -> RunResult:
+        """Handshake (unless the caller did: `metadata`), check the robot against the policy, run the loop for
+        config.duration_s, and return the result (the robot must be connected)."""
+        meta = self.executor.start(metadata)
         self.executor.camera_map, self._state_index = fit_policy(self.robot, meta, self.config)
         self.executor.state_index = self._state_index
         self.ticks = TickWindow(self.config.trace_ticks, state_dim(self.robot), action_dim(self.robot))
@@ -257,11 +258,13 @@ def run_robot(
     clock: Clock | None = None,
     status: Callable[[dict[str, Any]], None] | None = None,
     traces: Sequence[TraceSink] = (),
+    metadata: Metadata | None = None,
 ) -> RunResult:
-    """Connect the robot, run it under `client` for config.duration_s, disconnect; returns the RunResult."""
+    """Connect the robot, run it under `client` for config.duration_s, disconnect; returns the RunResult.
+    `metadata`: the server's, when the caller already shook hands."""
     robot.connect()
     try:
-        return Runner(robot, client, config, clock, status, traces).run()
+        return Runner(robot, client, config, clock, status, traces).run(metadata)
     finally:
         robot.disconnect()
 

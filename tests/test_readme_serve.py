@@ -68,6 +68,7 @@ def stand_ins(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     write_openpi_jax(root / "pi05_droid", ref.params, Stats.random(8, 7), asset_id="droid")
     sizes = {k: v for k, v in ref.config.to_dict().items() if k in ("vision", "vlm", "expert", "vocab_size")}
     (root / "openpi-dummy.yaml").write_text(yaml.safe_dump({"name": "openpi-dummy", **sizes}))
+    (root / "examples").symlink_to(ROOT / "examples")  # the shipped LeRobot checkpoint, as it stands
     (root / "configs" / "robots").mkdir(parents=True)
     shutil.copyfile(ROOT / "configs" / "robots" / "so101.yaml", root / "configs" / "robots" / "so101.yaml")
     sized = {"./my_so101_pi05/pretrained_model": "pi05-tiny", "./pi05_droid_pytorch": "pi05-tiny"}
@@ -97,7 +98,7 @@ def _run_robot(argv: list[str], endpoint: str, cwd: Path) -> str:
 def test_the_readme_commands_serve_convert_and_drive_a_robot(stand_ins):
     root, sized = stand_ins
     commands = readme_commands()
-    assert [c[1] for c in commands] == ["serve", "run", "serve", "convert", "serve"], commands
+    assert [c[1] for c in commands] == ["serve", "run", "serve", "run", "serve", "convert", "serve"], commands
     server: ServeProcess | None = None
     try:
         for argv in commands:

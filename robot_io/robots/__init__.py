@@ -1,24 +1,34 @@
-"""Robots the runner can drive: the simulated arm, any LeRobot robot, and an OpenCV camera source."""
+"""Robots the runner can drive: the simulated arm, any LeRobot robot, a mock arm shaped like the policy, and an
+OpenCV camera source."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from robot_io.protocol import Metadata
 from robot_io.robots.base import Robot, RobotConfigError
 from robot_io.robots.camera import OpenCVCamera
 from robot_io.robots.lerobot_robot import LeRobotRobot
+from robot_io.robots.mock_robot import MockRobot
 from robot_io.robots.sim_robot import EpisodeOutcome, SimRobot
 
-SPECS = "'sim:<task>[:<seed>]' or 'lerobot:<type>' (with --robot-config FILE.yaml)"
+SPECS = "'sim:<task>[:<seed>]', 'lerobot:<type>' (with --robot-config FILE.yaml) or 'mock'"
 
 
-def make_robot(spec: str, config_path: str | Path | None = None) -> Robot:
+def make_robot(spec: str, config_path: str | Path | None = None, metadata: Metadata | None = None) -> Robot:
     """A robot from a command-line spec (not connected):
     "sim:<task>[:<seed>]"  the simulated arm (e.g. sim:reach, sim:whack:3);
     "lerobot:<type>"       a LeRobot robot built by LeRobot's own config registry and factory, its config fields
-                           read from `config_path` (YAML: port, id, cameras, ...), e.g. lerobot:so101_follower.
+                           read from `config_path` (YAML: port, id, cameras, ...), e.g. lerobot:so101_follower;
+    "mock"                 a mock arm shaped like the policy the server describes (`metadata`, its METADATA).
     Other robots are built in Python: any class with the Robot interface (see examples/custom_robot.py)."""
     kind, _, rest = spec.partition(":")
+    if spec == "mock":
+        if config_path is not None:
+            raise RobotConfigError(f"a robot config file applies to lerobot:<type> robots, not {spec!r}")
+        if metadata is None:
+            raise RobotConfigError("the mock robot is shaped like the policy: give the server's metadata")
+        return MockRobot.for_policy(metadata)
     if kind == "sim":
         if config_path is not None:
             raise RobotConfigError(f"a robot config file applies to lerobot:<type> robots, not {spec!r}")
@@ -32,4 +42,13 @@ def make_robot(spec: str, config_path: str | Path | None = None) -> Robot:
     raise RobotConfigError(f"unknown robot spec {spec!r}; the command line supports {SPECS}")
 
 
-__all__ = ["EpisodeOutcome", "LeRobotRobot", "OpenCVCamera", "Robot", "RobotConfigError", "SimRobot", "make_robot"]
+__all__ = [
+    "EpisodeOutcome",
+    "LeRobotRobot",
+    "MockRobot",
+    "OpenCVCamera",
+    "Robot",
+    "RobotConfigError",
+    "SimRobot",
+    "make_robot",
+]

@@ -185,7 +185,8 @@ def test_summary_is_aligned_plain_text():
         (["--max-step", "0"], "--max-step must be a positive number, got 0.0"),
         (["--link-timeout", "inf"], "--link-timeout must be a positive number, got inf"),
         (["--horizon", "0"], "--horizon must be at least 1, got 0"),
-        (["--delay", "11"], "--delay 11 exceeds --horizon 10"),
+        (["--delay", "11"], "--delay 11 exceeds the default horizon 10"),
+        (["--delay", "6", "--horizon", "5"], "--delay 6 exceeds --horizon 5"),
         (["--max-hold-share", "1.5"], "--max-hold-share must be between 0 and 1, got 1.5"),
         (["--server-key", "/no/such.key", "--client-key", "/no/such.key_secret"], "--server-key '/no/such.key': no "
          "such file"),
@@ -261,3 +262,18 @@ def test_help_says_how_long_the_robot_moves_without_a_server(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "until it runs out (up to a whole chunk" in text and "--link-timeout plus one period" in text
     assert "--on-link-loss {finish-chunk,hold}" in text and "--max-hold-share F" in text
+
+
+def test_the_mock_robot_takes_the_policys_shape_and_a_short_chunk_its_horizon(capsys):
+    """`--robot mock` is built from the server's METADATA (LeRobot's tiny pi0.5: state 8, action 6, cameras top and
+    wrist, a chunk of 10); the default horizon halves for that chunk (10 would need 11 chunk indices)."""
+    cameras = [CameraSpec("top", 224, 224), CameraSpec("wrist", 120, 160)]
+    meta = Metadata("tiny", cameras, 8, 6, 10, 30.0, "fp32", "loopback", 1, "constant", False)
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(10, state_index=range(6)), meta) as server:
+        assert main(["run", "--server", server.endpoint, "--robot", "mock", "--duration", "1", "--timeout", "5"]) == 0
+        requests, handshakes = list(server.requests), server.handshakes
+    assert handshakes == 1 and len(requests) >= 2
+    for infer in requests:
+        assert infer.state.shape == (8,) and {k: v.shape for k, v in infer.images.items()} == {
+            "top": (224, 224, 3), "wrist": (120, 160, 3)}  # fmt: skip
+    assert re.search(r"^\s*chunks\s+[1-9]", capsys.readouterr().out, re.M)

@@ -68,7 +68,13 @@ def test_a_directory_is_served_from_its_path(policy_dir, monkeypatch, flag):
     assert serve_cmd.load(plan, args) == "loaded"
     policy, checkpoint, random_weights = loader.args[:3]
     assert (policy, checkpoint, random_weights) == (None, policy_dir, False)
-    assert loader.kwargs == {"allow_failed_gate": True, "threads": plan.threads, "compile_mode": None, "graphs": None}
+    assert loader.kwargs == {
+        "allow_failed_gate": True,
+        "threads": plan.threads,
+        "compile_mode": None,
+        "graphs": None,
+        "random_dims": {},
+    }
 
 
 def test_a_preset_is_served_with_random_weights(monkeypatch):
@@ -78,7 +84,13 @@ def test_a_preset_is_served_with_random_weights(monkeypatch):
     plan = serve_cmd.plan(args)
     serve_cmd.load(plan, args)
     assert loader.args[:3] == (str(MICRO), None, True)
-    assert loader.kwargs == {"allow_failed_gate": False, "threads": plan.threads, "compile_mode": None, "graphs": None}
+    assert loader.kwargs == {
+        "allow_failed_gate": False,
+        "threads": plan.threads,
+        "compile_mode": None,
+        "graphs": None,
+        "random_dims": {},
+    }
 
 
 def test_cuda_graphs_are_chosen_on_a_gpu_and_refused_on_a_cpu():

@@ -3,6 +3,8 @@ the plot's right panel shows reaction latency, or completion time on untimed tas
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from PIL import Image
 from rich.console import Console
@@ -50,3 +52,46 @@ def test_the_table_names_the_settings_the_seeds_and_the_missed_steps():
     assert "q=2" in text and "state=commanded" in text and "seeds 100000-100001" in text
     row = next(line for line in text.splitlines() if "vlash" in line and "│" in line)
     assert "1.50 [" in row and "│ 7 " in row  # completion over both episodes with its interval; missed steps
+
+
+def test_the_table_gives_units_json_names_and_says_why_faster_repeats():
+    """jerk and boundary_jump carry their unit (rad for joint actions, world units for end-effector targets); faster
+    waits only for its first actions (d x 0.235 steps after the prefill and one step): d = 2 and 4 both wait 1 step."""
+    cfg = SweepConfig(task="reach", policy="oracle", modes=("sync", "faster"), delays=(2, 4, 8), episodes=1,
+                      executor=ExecutorConfig(), timing=LinkTiming(0), seed=SEED_SPLITS["report"])  # fmt: skip
+    episodes = [
+        EpisodeMetrics("reach", m, d, SEED_SPLITS["report"], True, 30, 1.0) for m in cfg.modes for d in (2, 4, 8)
+    ]
+    summary = summarize(cfg, episodes)
+    assert summary["notes"] == [
+        "faster at d = 2, 4: the same episodes: it waits only for its first actions, which arrive after the prefill "
+        "and one denoise step (d x 0.235 control steps), i.e. 1 step(s) at each"
+    ]
+    console = Console(record=True, width=250)
+    print_table(summary, console)
+    text = console.export_text()
+    assert "jerk rad²/s⁶" in text and "boundary_jump rad" in text and "faster at d = 2, 4" in text
+    summary["settings"]["sim"]["action_interface"] = "ee_delta"
+    console = Console(record=True, width=250)
+    print_table(summary, console)
+    assert "jerk u²/s⁶" in console.export_text()
+    assert summarize(replace(cfg, modes=("sync",)), episodes[:3])["notes"] == []
+
+
+def test_a_single_delay_gets_one_whole_tick(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    summary = _summary(1.0)
+    summary["cells"] = [c for c in summary["cells"] if c["delay"] == 4]
+    captured = {}
+    real_close = plt.close
+    plt.close = lambda fig: captured.setdefault("fig", fig)  # keep the figure to read its axes
+    try:
+        plot_summary(summary, tmp_path / "one.png")
+    finally:
+        plt.close = real_close
+    for ax in captured["fig"].axes:
+        assert list(ax.get_xticks()) == [4] and ax.get_xlim() == (3, 5)

@@ -27,13 +27,15 @@ from robot_io.errors import EndpointError, RobotIOError
 from robot_io.executors import EXECUTION_MODES, ExecutorConfig
 from robot_io.executors.config import LINK_LOSS_POLICIES
 from robot_io.executors.images import parse_camera_map
+from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
-from robot_io.robots import make_robot
+from robot_io.robots import Robot, make_robot
 from robot_io.run_summary import MAX_HOLD_SHARE
 from robot_io.run_trace import JsonLinesTrace, JsonReport
 from robot_io.runner import RunConfig, RunSummary, run_robot
 from vlash.errors import ConfigError
 
+DEFAULT_HORIZON = 10  # s when --horizon is not given and the policy's chunk is long enough (pi0.5: 50)
 PROGRESS_EVERY_S = 5.0  # a plain progress line this often when stdout is not a terminal
 RECENT_CHUNKS = 20  # chunk records the executor keeps in memory; --json / --trace get every one as it is final
 DESCRIPTION = """Drive a robot (or the simulator) with chunks from a vlash policy server.
@@ -56,7 +58,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--robot",
         default="sim:reach",
-        help="robot spec: sim:<task>[:<seed>] (reach, track, whack, ...) or lerobot:<type> (lerobot:so101_follower)",
+        help="robot spec: sim:<task>[:<seed>] (reach, track, whack, ...), lerobot:<type> (lerobot:so101_follower), or "
+        "mock (an arm shaped like the served policy, to try a server without hardware)",
     )
     p.add_argument(
         "--robot-config",
@@ -75,7 +78,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", default="vlash", choices=EXECUTION_MODES, help="chunk execution mode")
     p.add_argument("--fps", type=float, default=30.0, help="control rate [Hz]")
     p.add_argument("--duration", type=float, default=20.0, help="run length [s]")
-    p.add_argument("--horizon", type=int, default=10, help="s: control steps of a chunk before the next takes over")
+    p.add_argument("--horizon", type=int, default=None, help="s: control steps of a chunk before the next takes "
+                   f"over (default: {DEFAULT_HORIZON}, or half the policy's chunk when that is shorter)")  # fmt: skip
     p.add_argument("--quantize", type=int, default=1, help="q: execute every q-th action")
     p.add_argument("--delay", type=int, default=3, help="d0: initial delay estimate in control steps")
     p.add_argument("--fixed-delay", action="store_true", help="keep d = --delay instead of measuring it")
@@ -114,11 +118,10 @@ def check_args(args: argparse.Namespace) -> None:
     if args.duration * args.fps < 0.5:  # the loop runs round(duration * fps) ticks
         raise ConfigError(f"--duration {args.duration:g} s is shorter than one control period at --fps {args.fps:g}")
     for flag, value in {"--horizon": args.horizon, "--quantize": args.quantize, "--delay": args.delay}.items():
-        if value < 1:
+        if value is not None and value < 1:
             raise ConfigError(f"{flag} must be at least 1, got {value}")
-    if args.mode != "sync" and args.delay > args.horizon:
-        raise ConfigError(f"--delay {args.delay} exceeds --horizon {args.horizon}: the next chunk would arrive "
-                          "after the running one ran out")  # fmt: skip
+    check_delay(args, args.horizon or DEFAULT_HORIZON)  # the default is never larger: checked again once known
+    build_config(args, args.horizon or DEFAULT_HORIZON)  # every setting checked before anything connects
     if not 0 <= args.max_hold_share <= 1:
         raise ConfigError(f"--max-hold-share must be between 0 and 1, got {args.max_hold_share}")
     if (args.server_key is None) != (args.client_key is None):
@@ -132,11 +135,23 @@ def check_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} {str(path)!r} is a directory; give a file name")
 
 
-def build_config(args: argparse.Namespace) -> RunConfig:
+def check_delay(args: argparse.Namespace, horizon: int | None) -> None:
+    if horizon is not None and args.mode != "sync" and args.delay > horizon:
+        flag = "--horizon" if args.horizon is not None else "the default horizon"
+        raise ConfigError(f"--delay {args.delay} exceeds {flag} {horizon}: the next chunk would arrive after the "
+                          "running one ran out")  # fmt: skip
+
+
+def default_horizon(chunk_length: int, quantization: int) -> int:
+    """s when --horizon is not given: DEFAULT_HORIZON, or half the policy's chunk (in control steps) when shorter."""
+    return max(1, min(DEFAULT_HORIZON, chunk_length // quantization // 2))
+
+
+def build_config(args: argparse.Namespace, horizon: int) -> RunConfig:
     try:
         executor = ExecutorConfig(
             mode=args.mode,
-            execution_horizon=args.horizon,
+            execution_horizon=horizon,
             quantization=args.quantize,
             initial_delay=args.delay,
             adapt_delay=not args.fixed_delay,
@@ -229,20 +244,31 @@ def _open_traces(args: argparse.Namespace, stack: ExitStack) -> list:
     return traces
 
 
-def run(args: argparse.Namespace) -> int:
-    check_args(args)
-    config = build_config(args)
-    curve = _curve(args)
+def _robot(args: argparse.Namespace, metadata: Metadata | None = None) -> Robot:
     try:
-        robot = make_robot(args.robot, args.robot_config)
+        return make_robot(args.robot, args.robot_config, metadata)
     except (RobotIOError, ValueError) as exc:  # unknown spec or type, bad config file, LeRobot not installed
         raise ConfigError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    check_args(args)
+    curve = _curve(args)
+    robot = None if args.robot == "mock" else _robot(args)  # the mock arm: once the server said the policy's shape
     with ExitStack() as stack:
         traces = _open_traces(args, stack)
         client = stack.enter_context(PolicyClient(args.server, args.timeout, f"vlash-run:{args.robot}", curve))
+        try:
+            metadata = client.connect()
+        except RobotIOError as exc:  # no server, protocol mismatch
+            raise ConfigError(f"{type(exc).__name__}: {exc}") from None
+        robot = robot or _robot(args, metadata)
+        horizon = args.horizon or default_horizon(metadata.chunk_length, args.quantize)
+        check_delay(args, horizon)
+        config = build_config(args, horizon)
         printer = StatusPrinter()
         try:
-            result = run_robot(robot, client, config, status=printer, traces=traces)
+            result = run_robot(robot, client, config, status=printer, traces=traces, metadata=metadata)
         except RobotIOError as exc:  # no server, protocol mismatch, robot/policy mismatch, camera trouble at setup
             raise ConfigError(f"{type(exc).__name__}: {exc}") from None
         finally:

@@ -44,6 +44,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--engine", choices=available_engines(), default=None, help="default: an artifact's own engine, else torch"
     )
     add_torch_engine_arguments(p)
+    p.add_argument("--action-dims", type=positive_int, default=None, help="--random-weights: the robot's action "
+                   "entries (default 2), to try a robot's wiring before its policy exists")  # fmt: skip
+    p.add_argument("--state-dims", type=positive_int, default=None, help="--random-weights: the robot's state "
+                   "entries (default: --action-dims)")  # fmt: skip
     p.add_argument("--bind", default="tcp://127.0.0.1:5555", help="ZeroMQ endpoint (localhost by default)")
     p.add_argument(
         "--insecure",
@@ -112,6 +116,7 @@ class ServePlan:
     openpi: OpenpiConfig | None
     options: CheckpointOptions
     engine_options: dict  # the torch engine's compile_mode and graphs
+    random_dims: dict  # --random-weights: its action_dims and state_dims (empty: the preset's defaults)
 
 
 def policy_plan(args: argparse.Namespace) -> tuple[PolicySource, str, CheckpointOptions, dict]:
@@ -149,6 +154,9 @@ def plan(args: argparse.Namespace) -> ServePlan:
     fleet_only = given_flags(args, FLEET_FLAGS)
     if fleet_only:
         raise ConfigError(f"{', '.join(fleet_only)} configure a Ray Serve fleet: add --ray")
+    random_dims = {k: v for k, v in {"action_dims": args.action_dims, "state_dims": args.state_dims}.items() if v}
+    if random_dims and source.kind is not PolicyKind.PRESET:
+        raise ConfigError("--action-dims and --state-dims shape a --random-weights policy; a checkpoint has its own")
     config = ServerConfig(
         bind=args.bind,
         schedule=args.schedule,
@@ -167,7 +175,8 @@ def plan(args: argparse.Namespace) -> ServePlan:
     if args.openpi_port is not None:
         openpi = OpenpiConfig(args.openpi_host, args.openpi_port, args.openpi_profile, args.openpi_map)
         check_tcp_port(openpi.host, openpi.port, "--openpi-port")
-    return ServePlan(source, engine, server_threads(args.threads), config, openpi, options, engine_options)
+    threads = server_threads(args.threads)
+    return ServePlan(source, engine, threads, config, openpi, options, engine_options, random_dims)
 
 
 def load(served: ServePlan, args: argparse.Namespace) -> LoadedRuntime:
@@ -186,6 +195,7 @@ def load(served: ServePlan, args: argparse.Namespace) -> LoadedRuntime:
         served.options,
         allow_failed_gate=args.allow_failed_gate,
         threads=served.threads,
+        random_dims=served.random_dims,
         **served.engine_options,
     )
 
@@ -271,6 +281,8 @@ def run_fleet(args: argparse.Namespace) -> int:
             f"vlash serve --ray needs Ray Serve ({exc.name} is missing): pip install 'vlash[fleet]'"
         ) from None
     source, engine, options, engine_options = policy_plan(args)
+    if args.action_dims or args.state_dims:
+        raise ConfigError("--action-dims / --state-dims shape a single server's random weights, not a --ray fleet")
     named = source.kind in (PolicyKind.PRESET, PolicyKind.SHIPPED)  # a name: found on every node
     policy = str(Path(source.value).resolve()) if named and looks_like_path(source.value) else source.value
     # --device auto: no GPU here, decided once Ray is up (serve_fleet's auto_gpus: where the replicas can have one)

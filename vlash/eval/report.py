@@ -20,9 +20,20 @@ def _completion(cell: dict) -> str:
     return _fmt(cell["completion_s"], 1, 2) + ("" if ci is None else f" [{ci[0]:.2f}-{ci[1]:.2f}]")
 
 
+JOINT_INTERFACES = ("position", "velocity")  # the simulator's joint action interfaces (ee_delta: world units)
+
+
+def units(summary: dict) -> tuple[str, str]:
+    """(jerk unit, boundary_jump unit): joint commands are in rad, end-effector targets in world units (u)."""
+    joints = summary["settings"].get("sim", {}).get("action_interface", "position") in JOINT_INTERFACES
+    length = "rad" if joints else "u"
+    return f"{length}²/s⁶", length
+
+
 def print_table(summary: dict, console: Console) -> None:
     s = summary["settings"]
     ex = s["executor"]
+    jerk_unit, jump_unit = units(summary)
     console.print(
         f"[bold]{s['task']}[/] policy={s['policy']} episodes={s['episodes']} s={ex['execution_horizon']} "
         f"q={ex['quantization']} state={ex['state_source']} seeds {s['seed']}-{s['seed'] + s['episodes'] - 1}"
@@ -35,8 +46,8 @@ def print_table(summary: dict, console: Console) -> None:
         "completion s [95% CI]",
         "reaction ms (mean/p95)",
         "touch ms",
-        "jerk",
-        "max jump",
+        f"jerk {jerk_unit}",
+        f"boundary_jump {jump_unit}",
         "hold %",
         "missed",
     )
@@ -56,6 +67,10 @@ def print_table(summary: dict, console: Console) -> None:
             str(c["missed_steps"]),
         )
     console.print(table)
+    console.print("jerk: mean squared jerk of the commanded positions; boundary_jump: the largest jump at a chunk "
+                  "switch, per episode, averaged (docs/METHODS.md, Metrics)")  # fmt: skip
+    for note in summary.get("notes", []):
+        console.print(note)
 
 
 def plot_summary(summary: dict, path: str | Path) -> Path:
@@ -99,8 +114,12 @@ def plot_summary(summary: dict, path: str | Path) -> Path:
     ax_r.set(xlabel="inference delay d (control steps)")
     if not ax_r.lines:
         ax_r.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax_r.transAxes)
+    delays = sorted({c["delay"] for c in summary["cells"]})
     for ax in (ax_s, ax_r):
         ax.grid(alpha=0.3)
+        ax.set_xticks(delays)  # whole control steps, one tick per delay measured
+        if len(delays) == 1:
+            ax.set_xlim(delays[0] - 1, delays[0] + 1)
     ax_s.legend(fontsize=8)
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=110))
     plt.close(fig)

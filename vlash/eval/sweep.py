@@ -13,6 +13,7 @@ pool, and the user would read a `BrokenProcessPool` traceback instead of the rea
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -225,4 +226,22 @@ def summarize(cfg: SweepConfig, episodes: Sequence[EpisodeMetrics]) -> dict:
         chosen = [e for e in episodes if e.mode == mode and e.delay == delay]
         cells.append({"mode": mode, "delay": delay, **aggregate(chosen)})
     settings = {**asdict(cfg), "sim": cfg.sim.to_dict()}
-    return {"settings": settings, "cells": cells, "episodes": [e.to_dict() for e in episodes]}
+    notes = faster_notes(cfg) if "faster" in cfg.modes else []
+    return {"settings": settings, "cells": cells, "notes": notes, "episodes": [e.to_dict() for e in episodes]}
+
+
+def faster_notes(cfg: SweepConfig) -> list[str]:
+    """Why faster's rows repeat: it waits only for its first actions, which arrive after the prefill and one denoise
+    step, d * fraction(1) control steps after a request, seen at the next step; delays with the same wait run the
+    same episodes."""
+    waits: dict[int, list[int]] = {}
+    for delay in cfg.delays:
+        timing = replace(cfg.timing, delay=delay)
+        waits.setdefault(math.ceil(delay * timing.fraction(1) - 1e-9), []).append(delay)
+    share = cfg.timing.fraction(1)
+    return [
+        f"faster at d = {', '.join(map(str, ds))}: the same episodes: it waits only for its first actions, which "
+        f"arrive after the prefill and one denoise step (d x {share:.3f} control steps), i.e. {wait} step(s) at each"
+        for wait, ds in waits.items()
+        if len(ds) > 1
+    ]

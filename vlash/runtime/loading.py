@@ -69,6 +69,7 @@ def load_runtime(
     threads: int | None = None,
     compile_mode: str | None = None,
     graphs: str | None = None,
+    random_dims: dict[str, int] | None = None,
 ) -> LoadedRuntime:
     """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory: vlash,
     LeRobot or openpi, with `options` for what the latter two do not store). Engines other than torch run an
@@ -94,7 +95,8 @@ def load_runtime(
     gate: RecordedGate | None = None
     if random_weights:
         assert policy is not None
-        loaded, model_id = random_policy(policy, dtype=precision, device=dev), f"{policy}-random"
+        loaded = random_policy(policy, dtype=precision, device=dev, **(random_dims or {}))
+        model_id = f"{policy}-random"
     else:
         path = shipped_policy_dir(policy) if policy is not None else Path(checkpoint)  # type: ignore[arg-type]
         gate = check_gate(path, allow_failed_gate)  # before the weights load
