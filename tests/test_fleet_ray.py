@@ -250,6 +250,20 @@ def test_vlash_serve_keeps_the_fleet_flags_and_the_zeromq_flags_apart():
         serve_cmd.run(parse_args([*preset, "--ray", "--openpi-port", "0"]))
 
 
+def test_a_reachable_ingress_needs_insecure(monkeypatch):
+    """The ingress has no authentication: `--openpi-host 0.0.0.0` needs --insecure, as `vlash serve`'s endpoint does."""
+    import vlash.cli.serve_cmd as serve_cmd
+    from vlash.cli.main import parse_args
+
+    hosts = []
+    monkeypatch.setattr(fleet_app_module, "serve_fleet", lambda config, host, *rest: hosts.append(host) or True)
+    reachable = ["serve", "--ray", "--policy", "pi05-tiny", "--random-weights", "--openpi-host", "0.0.0.0"]
+    reachable += ["--openpi-port", str(_free_port())]
+    with pytest.raises(ConfigError, match="openpi ingress 0.0.0.0:.* reachable from other machines.*--insecure"):
+        serve_cmd.run(parse_args(reachable))
+    assert hosts == [] and serve_cmd.run(parse_args([*reachable, "--insecure"])) == 0 and hosts == ["0.0.0.0"]
+
+
 def test_device_auto_gives_replicas_a_gpu_where_they_can_have_one(monkeypatch):
     import torch
 

@@ -1,5 +1,6 @@
 """`vlash serve`'s arguments: --policy resolved like every command's (a directory works, --checkpoint is its
-synonym), the CPU thread default that leaves the robot a core, --insecure and --allow-failed-gate passed through."""
+synonym), the CPU thread default that leaves the robot a core, --insecure (ZeroMQ and openpi) and --allow-failed-gate
+passed through."""
 
 from __future__ import annotations
 
@@ -113,6 +114,22 @@ def test_a_reachable_bind_needs_keys_or_insecure():
     with pytest.raises(ConfigError, match="--insecure"):
         serve_cmd.plan(parse_args(args))
     assert serve_cmd.plan(parse_args([*args, "--insecure"])).config.insecure
+
+
+def test_the_openpi_endpoint_needs_insecure_where_it_is_reachable_or_beside_curve_keys(tmp_path):
+    """The openpi websocket has no authentication: refused in one line before the model loads where a reachable
+    ZeroMQ bind would be, and wherever ZeroMQ clients must authenticate (it would let anyone past the allow-list)."""
+    base = ["serve", "--policy", str(MICRO), "--random-weights", "--openpi-port", "0"]
+    keys = ["--curve-keys", str(tmp_path), "--allow", str(tmp_path)]
+    for flags, why in (
+        (["--openpi-host", "0.0.0.0"], "reachable from other machines"),
+        (keys, "no authentication while --curve-keys/--allow require it"),
+    ):
+        with pytest.raises(ConfigError, match=why) as refused:
+            serve_cmd.plan(parse_args([*base, *flags]))
+        assert "--insecure" in str(refused.value) and "\n" not in str(refused.value)
+        assert serve_cmd.plan(parse_args([*base, *flags, "--insecure"])).openpi is not None
+    assert serve_cmd.plan(parse_args(base)).openpi.is_local  # loopback, no keys: served as before
 
 
 def test_serve_policy_directory_end_to_end(policy_dir):

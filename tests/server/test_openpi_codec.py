@@ -97,8 +97,8 @@ def test_unpacking_refuses_bad_array_maps(fields, match):
 
 @pytest.mark.parametrize(
     "frame",
-    [b"", b"\xc1", bytes.fromhex(OPENPI_ACTIONS_HEX)[:-3], bytes.fromhex(OPENPI_ACTIONS_HEX) + b"\x00", b"\x91" * 5000],
-    ids=["empty", "reserved-byte", "truncated", "trailing-data", "deep-nesting"],
+    [b"", b"\xc1", bytes.fromhex(OPENPI_ACTIONS_HEX)[:-3], bytes.fromhex(OPENPI_ACTIONS_HEX) + b"\x00"],
+    ids=["empty", "reserved-byte", "truncated", "trailing-data"],
 )
 def test_frames_that_are_not_msgpack_raise_codec_error_only(frame):
     with pytest.raises(CodecError, match="not a msgpack frame"):

@@ -12,6 +12,7 @@ import time
 import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,7 +22,8 @@ from websockets.sync.client import connect
 from robot_io.client import PolicyClient
 from robot_io.protocol import Infer
 from tests.server.conftest import MICRO, PROMPT, start_server, write_policy
-from vlash.server.config import OpenpiConfig
+from vlash.errors import ConfigError
+from vlash.server.config import OpenpiConfig, ServerConfig
 from vlash.server.openpi_codec import packb, unpackb
 from vlash.server.openpi_endpoint import OpenpiEndpoint
 
@@ -234,3 +236,12 @@ def test_stop_closes_open_connections_and_the_server_keeps_running(server):
     with pytest.raises(ConnectionClosed):  # closed with 1001 (going away)
         c.infer(_droid())
     assert server.running
+
+
+def test_the_endpoint_refuses_to_start_where_it_would_bypass_curve_keys(tmp_path):
+    """No authentication here: beside a server whose ZeroMQ clients need CurveZMQ keys, only with insecure."""
+    keyed = SimpleNamespace(config=ServerConfig(curve_keys=tmp_path, allow_dir=tmp_path))  # all start() reads
+    endpoint = OpenpiEndpoint(keyed, OpenpiConfig(port=0))
+    with pytest.raises(ConfigError, match="no authentication while --curve-keys/--allow require it.*--insecure"):
+        endpoint.start()
+    assert endpoint.url is None  # nothing listens

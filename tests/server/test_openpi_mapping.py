@@ -114,6 +114,7 @@ def test_auto_refuses_keys_it_cannot_place_and_names_them(observation, match):
         (_droid(**{"observation/wrist_image_left": np.zeros((8, 6, 3), np.int16)}), "droid", "uint8 or float"),
         (_droid(**{"observation/wrist_image_left": np.full((8, 6, 3), np.nan)}), "droid", "NaN"),
         (_droid(**{"observation/wrist_image_left": "jpeg"}), "droid", r"expected an image"),
+        (_droid(**{"observation/joint_position": [[1.0], [1.0, 2.0]]}), "droid", "got a ragged list"),
     ],
     ids=[
         "wrong-profile",
@@ -127,6 +128,7 @@ def test_auto_refuses_keys_it_cannot_place_and_names_them(observation, match):
         "image-dtype",
         "nan",
         "not-an-array",
+        "ragged-list",
     ],  # fmt: skip
 )
 def test_a_profile_refuses_what_does_not_fit_with_a_message_naming_it(observation, profile, match):
@@ -139,6 +141,29 @@ def test_nested_and_flat_spellings_of_one_key_are_ambiguous():
         flatten({"images/cam_high": _hwc(), "images": {"cam_high": _hwc()}})
     with pytest.raises(ObservationError, match="must be a map"):
         flatten([1, 2])
+
+
+def test_flatten_walks_any_nesting_without_recursion():
+    """A map ~995 deep once reached RecursionError here (the codec now refuses 9 levels; flatten needs no bound)."""
+    deep: dict = {"leaf": 1}
+    for _ in range(5000):
+        deep = {"k": deep}
+    assert flatten(deep) == {"k/" * 5000 + "leaf": 1}
+
+
+def test_errors_list_ten_keys_at_most_each_cut_short():
+    """2**20 unknown keys once made an 11.5 MB error text."""
+    many = {f"key{i:04d}": 0 for i in range(2000)}
+    with pytest.raises(
+        ObservationError, match=r"unknown observation key\(s\) \['key0000', .*'key0009'\] and 1990 more"
+    ):
+        _apply({**_droid(), **many}, 8, "droid")
+    with pytest.raises(ObservationError, match=r"and 1990 more fit none of the maps") as refused:
+        _apply(many, 8)
+    assert len(str(refused.value)) < 400
+    with pytest.raises(ObservationError, match=r"\['xxxxxxxxxx[x]*'\.\.\.\]") as refused:
+        _apply({**_droid(), "x" * 100_000: 0}, 8, "droid")
+    assert len(str(refused.value)) < 600
 
 
 def test_a_camera_the_policy_lacks_is_skipped_by_profiles():

@@ -1,12 +1,13 @@
 """ServerConfig checks the endpoint before anything loads: a port libzmq would silently wrap, a malformed address,
-a non-loopback bind without CurveZMQ unless `insecure`."""
+a non-loopback bind without CurveZMQ unless `insecure`; the openpi endpoint (no authentication) on a non-loopback
+host, or beside CurveZMQ keys, unless `insecure` too."""
 
 from __future__ import annotations
 
 import pytest
 
 from vlash.errors import ConfigError
-from vlash.server.config import ServerConfig
+from vlash.server.config import OpenpiConfig, ServerConfig
 
 
 @pytest.mark.parametrize(
@@ -60,3 +61,21 @@ def test_a_reachable_bind_with_curve_keys_is_accepted(tmp_path):
 def test_other_new_fields_are_checked(field, value):
     with pytest.raises(ConfigError, match=field):
         ServerConfig(**{field: value})
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "robot-server.lan"])
+def test_a_reachable_openpi_host_needs_insecure(host):
+    with pytest.raises(ConfigError, match="reachable from other machines without authentication") as refused:
+        OpenpiConfig(host=host).check_access(ServerConfig())
+    assert "--insecure" in str(refused.value) and "\n" not in str(refused.value)
+    OpenpiConfig(host=host).check_access(ServerConfig(insecure=True))  # accepted
+
+
+def test_the_openpi_endpoint_beside_curve_keys_needs_insecure_even_on_loopback(tmp_path):
+    """With --curve-keys/--allow, plaintext ZeroMQ is refused: an unauthenticated websocket would get past them."""
+    keys = {"curve_keys": tmp_path, "allow_dir": tmp_path}
+    with pytest.raises(ConfigError, match="has no authentication while --curve-keys/--allow require it") as refused:
+        OpenpiConfig().check_access(ServerConfig(**keys))
+    assert "--insecure" in str(refused.value) and "\n" not in str(refused.value)
+    OpenpiConfig().check_access(ServerConfig(**keys, insecure=True))  # accepted
+    OpenpiConfig().check_access(ServerConfig())  # loopback, no keys: nothing to say

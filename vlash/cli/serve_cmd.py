@@ -24,7 +24,7 @@ from vlash.policies.checkpoint import DTYPES
 from vlash.policies.policy_dir import CheckpointOptions
 from vlash.policies.policy_source import PolicyKind, PolicySource, looks_like_path
 from vlash.runtime.loading import LoadedRuntime, load_runtime
-from vlash.server.config import OpenpiConfig, ServerConfig
+from vlash.server.config import OpenpiConfig, ServerConfig, check_unauthenticated, is_loopback_host
 from vlash.server.openpi_endpoint import OpenpiEndpoint
 from vlash.server.openpi_mapping import PROFILES
 from vlash.server.requests import policy_metadata
@@ -52,7 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--insecure",
         action="store_true",
-        help="allow a non-loopback --bind without CurveZMQ keys (anyone who reaches the port can drive the robot)",
+        help="serve unauthenticated clients where that needs saying: a non-loopback --bind without CurveZMQ keys, an "
+        "openpi endpoint on a non-loopback --openpi-host or beside --curve-keys (anyone who reaches it can drive the "
+        "robot)",
     )
     p.add_argument("--schedule", choices=("constant", "horizon-aware"), default="constant", help="default schedule")
     p.add_argument("--steps", type=positive_int, default=None, help="denoise steps (default: the policy's)")
@@ -174,6 +176,7 @@ def plan(args: argparse.Namespace) -> ServePlan:
     openpi = None
     if args.openpi_port is not None:
         openpi = OpenpiConfig(args.openpi_host, args.openpi_port, args.openpi_profile, args.openpi_map)
+        openpi.check_access(config)  # no authentication: a reachable host, or CurveZMQ keys, needs --insecure
         check_tcp_port(openpi.host, openpi.port, "--openpi-port")
     threads = server_threads(args.threads)
     return ServePlan(source, engine, threads, config, openpi, options, engine_options, random_dims)
@@ -248,7 +251,6 @@ def run(args: argparse.Namespace) -> int:
 # the ZeroMQ server's flags, which a fleet refuses rather than ignores, and the fleet's own
 ZMQ_FLAGS = (
     "--bind",
-    "--insecure",
     "--curve-keys",
     "--allow",
     "--inject-latency",
@@ -311,6 +313,9 @@ def run_fleet(args: argparse.Namespace) -> int:
     host, port = args.openpi_host, 8000 if args.openpi_port is None else args.openpi_port
     if port == 0:
         raise ConfigError("--openpi-port 0: Ray Serve's HTTP proxy needs a fixed port with --ray")
+    # the ingress has no authentication (a fleet has no CurveZMQ keys): the openpi endpoint's rule, for a reachable host
+    fix = "listen on 127.0.0.1 (--openpi-host)"
+    check_unauthenticated(f"openpi ingress {host}:{port}", not is_loopback_host(host), False, args.insecure, fix)
     if args.ray_address is None:
         check_tcp_port(host, port, "--openpi-port")
 

@@ -33,8 +33,9 @@ class ServerConfig:
     control_rate_hz: float | None = None  # hint in Metadata; None: the policy's metadata or 50 Hz
     curve_keys: Path | None = None  # directory with server.key / server.key_secret: CurveZMQ on
     allow_dir: Path | None = None  # directory of allowed client public keys (*.key); required with curve_keys
-    # serve a non-loopback `bind` without curve_keys: anyone who reaches the port can drive the robot. Off: such a
-    # bind is a ConfigError (`vlash serve --insecure` turns it on)
+    # serve unauthenticated clients where that needs saying (`check_unauthenticated`): a non-loopback `bind` without
+    # curve_keys, and an openpi endpoint (OpenpiConfig.check_access) on a non-loopback host or beside curve_keys.
+    # Off: those are a ConfigError (`vlash serve --insecure` turns it on)
     insecure: bool = False
     # times in a row a client's newer request may cancel its running one (newest wins); after that the running
     # one finishes and the newest waits (vlash.server.jobs). 0: a running request is never cancelled by a newer one
@@ -96,12 +97,9 @@ class ServerConfig:
             raise ConfigError(f"max_pending must be an int >= 1, got {self.max_pending!r}")
         if type(self.insecure) is not bool:
             raise ConfigError(f"insecure must be a bool, got {self.insecure!r}")
-        if not self.is_local and self.curve_keys is None and not self.insecure:
-            raise ConfigError(
-                f"bind {self.bind} is reachable from other machines and has no CurveZMQ keys, so anyone who reaches "
-                "it could drive the robot: create keys with `vlash keys` and pass --curve-keys/--allow, or pass "
-                "--insecure to serve it unauthenticated"
-            )
+        if self.curve_keys is None:
+            fix = "create keys with `vlash keys` and pass --curve-keys/--allow"
+            check_unauthenticated(f"bind {self.bind}", not self.is_local, False, self.insecure, fix)
 
     @property
     def is_local(self) -> bool:
@@ -109,13 +107,38 @@ class ServerConfig:
         or a loopback address. Host and interface names other than localhost count as reachable."""
         if self.bind.startswith(LOCAL_TRANSPORTS):
             return True
-        host = TCP_ENDPOINT.fullmatch(self.bind)["host"].strip("[]")
-        if host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback_host(TCP_ENDPOINT.fullmatch(self.bind)["host"].strip("[]"))
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for localhost and loopback addresses (only this machine reaches them); any other name or address,
+    "0.0.0.0" and "*" included, counts as reachable from other machines."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_unauthenticated(endpoint: str, reachable: bool, server_has_keys: bool, insecure: bool, fix: str) -> None:
+    """The one rule for an endpoint that serves clients without authentication (a ZeroMQ bind without CurveZMQ keys;
+    openpi's websocket, always): it needs `insecure` (`vlash serve --insecure`) when other machines reach it, or when
+    the server has CurveZMQ keys (its ZeroMQ clients must authenticate; this endpoint would let anyone past them).
+    Else a one-line ConfigError that says why and offers `fix` or --insecure."""
+    if insecure:
+        return
+    if reachable:
+        raise ConfigError(
+            f"{endpoint} is reachable from other machines without authentication, so anyone who reaches it could "
+            f"drive the robot: {fix}, or pass --insecure to serve it unauthenticated"
+        )
+    if server_has_keys:
+        raise ConfigError(
+            f"{endpoint} has no authentication while --curve-keys/--allow require it of ZeroMQ clients, so any "
+            f"process on this machine could drive the robot past the allow-list: {fix}, or pass --insecure to serve "
+            "it anyway"
+        )
 
 
 def check_bind(bind: object) -> None:
@@ -180,9 +203,12 @@ class OpenpiConfig:
     @property
     def is_local(self) -> bool:
         """True when the endpoint is only reachable from this machine."""
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback_host(self.host)
+
+    def check_access(self, server: ServerConfig) -> None:
+        """ConfigError unless this unauthenticated endpoint may serve beside `server` (`check_unauthenticated`:
+        a reachable host, or a server with CurveZMQ keys, needs server.insecure, `vlash serve --insecure`)."""
+        keys = server.curve_keys is not None
+        fix = "leave --openpi-port out" if keys else "listen on 127.0.0.1 (--openpi-host)"
+        endpoint = f"openpi endpoint {self.host}:{self.port}"
+        check_unauthenticated(endpoint, not self.is_local, keys, server.insecure, fix)

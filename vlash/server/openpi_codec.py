@@ -8,6 +8,12 @@ openpi-client package is not a vlash dependency (it pins numpy<2). No pickle.
 
 Decoding is stricter than openpi's: only bool, int, uint, float, bytes and str dtypes (openpi refuses object,
 void and complex), and the data length must match shape x itemsize. Decoded arrays are read-only views.
+
+A received frame is hostile until checked. Before anything is decoded, its structure is walked (headers only,
+iteratively, no object built) and held to the bounds below: items per list or map, nesting, objects in all, and
+items per list with everything nested in it (the element count of one observation field). msgpack itself then
+bounds each length again and every str and ext as it decodes. So a frame out of bounds fails in milliseconds:
+decoding holds the GIL, and a 16 MiB list of empty lists once took 11-16 s and 1.4 GB, stalling every client.
 """
 
 from __future__ import annotations
@@ -18,8 +24,18 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from robot_io.protocol import Limits
+
 ALLOWED_KINDS = "biufSU"  # bool, int, uint, float, bytes, str
 MAX_DIMS = 32  # numpy's own limit is 64; no observation comes close
+# --- a frame's bounds. The ZeroMQ protocol's limits (robot_io.protocol.limits) where one applies:
+PROTOCOL_LIMITS = Limits()
+# items of one list or map, and of one list with everything nested in it: the longest list a valid observation
+# holds is a state vector (its elements: one observation field)
+MAX_ITEMS = PROTOCOL_LIMITS.max_state_dim
+MAX_STR_BYTES = 4 * PROTOCOL_LIMITS.max_prompt_chars  # one str: the longest prompt in UTF-8 (keys, dtypes: shorter)
+MAX_DEPTH = 8  # levels of maps and lists; a valid observation has 4 (map > map > ndarray map > shape list)
+MAX_OBJECTS = 8 * MAX_ITEMS  # msgpack objects in one frame, keys included; a valid observation has a few dozen
 
 
 class CodecError(ValueError):
@@ -87,10 +103,94 @@ def _hook(obj: dict) -> Any:
 
 
 def unpackb(frame: bytes) -> Any:
-    """Decode one frame; raises CodecError (never another exception type) when it is not valid."""
+    """Decode one frame; raises CodecError (never another exception type) when it is not valid or out of bounds."""
+    check_structure(frame)
     try:
-        return msgpack.unpackb(frame, object_hook=_hook, raw=False)
+        return msgpack.unpackb(
+            frame,
+            object_hook=_hook,
+            raw=False,
+            max_array_len=MAX_ITEMS,
+            max_map_len=MAX_ITEMS,
+            max_str_len=MAX_STR_BYTES,
+            max_ext_len=0,  # openpi sends no ext types
+        )
     except CodecError:
         raise
     except Exception as exc:  # msgpack's ExtraData, FormatError, StackError, UnicodeDecodeError, ValueError...
-        raise CodecError(f"not a msgpack frame: {type(exc).__name__}: {exc}") from exc
+        if type(exc) is ValueError and "exceeds max_" in str(exc):  # one of the bounds passed above
+            raise CodecError(f"frame out of bounds: {exc}") from None
+        raise CodecError(f"not a msgpack frame: {type(exc).__name__}: {exc}") from None
+
+
+# A msgpack header by its first byte: (kind, bytes of its length field, fixed bytes after that, the count a fix*
+# type carries). A scalar's payload is its length (str, bin, ext) or its fixed bytes; a container's count, its items.
+_SCALAR, _LIST, _MAP = 0, 1, 2
+Header = tuple[int, int, int, int]
+
+
+def _header_table() -> list[Header | None]:
+    """The msgpack spec's first-byte table; None: 0xc1, which msgpack never uses."""
+    table: list[Header | None] = [None] * 256
+    for byte in range(256):
+        if byte <= 0x7F or byte >= 0xE0 or byte in (0xC0, 0xC2, 0xC3):  # fixint, nil, bool
+            table[byte] = (_SCALAR, 0, 0, 0)
+        elif byte <= 0x9F:
+            table[byte] = (_MAP if byte <= 0x8F else _LIST, 0, 0, byte & 0x0F)  # fixmap, fixarray
+        elif byte <= 0xBF:
+            table[byte] = (_SCALAR, 0, 0, byte & 0x1F)  # fixstr
+    for i in range(5):
+        table[0xD4 + i] = (_SCALAR, 0, 1 + (1 << i), 0)  # fixext 1..16: type, data
+    for i in range(4):
+        table[0xCC + i] = table[0xD0 + i] = (_SCALAR, 0, 1 << i, 0)  # uint, int 8..64
+    for i in range(3):
+        table[0xC4 + i] = table[0xD9 + i] = (_SCALAR, 1 << i, 0, 0)  # bin, str 8/16/32
+        table[0xC7 + i] = (_SCALAR, 1 << i, 1, 0)  # ext 8/16/32: length, type, data
+    table[0xCA], table[0xCB] = (_SCALAR, 0, 4, 0), (_SCALAR, 0, 8, 0)  # float 32, 64
+    table[0xDC], table[0xDD] = (_LIST, 2, 0, 0), (_LIST, 4, 0, 0)
+    table[0xDE], table[0xDF] = (_MAP, 2, 0, 0), (_MAP, 4, 0, 0)
+    return table
+
+
+_HEADERS = _header_table()
+
+
+def check_structure(frame: bytes) -> None:
+    """Raise CodecError when `frame` breaks a structural bound (MAX_ITEMS, MAX_DEPTH, MAX_OBJECTS); reads headers
+    only, iteratively, and stops at the first break, so any frame is checked in at most MAX_OBJECTS steps. Bytes
+    that are not msgpack end the walk: msgpack refuses them, after what was checked up to there."""
+    pos, end = 0, len(frame)
+    pending = [1]  # objects still to read at each open level; the frame is one object
+    objects = list_level = list_items = 0  # list_level: len(pending) inside the outermost open list (0: none)
+    while pending:
+        if not pending[-1]:
+            pending.pop()
+            if len(pending) < list_level:
+                list_level = 0
+            continue
+        header = _HEADERS[frame[pos]] if pos < end else None
+        if header is None:
+            return  # truncated, or a byte msgpack never uses
+        pending[-1] -= 1
+        objects += 1
+        list_items += 1
+        if objects > MAX_OBJECTS:
+            raise CodecError(f"frame out of bounds: more than {MAX_OBJECTS} msgpack objects (a valid one has dozens)")
+        if list_level and list_items > MAX_ITEMS:
+            raise CodecError(f"frame out of bounds: a list holds more than {MAX_ITEMS} items, nested ones included")
+        kind, size_bytes, fixed, count = header
+        start = pos + 1 + size_bytes
+        if size_bytes:
+            count = int.from_bytes(frame[pos + 1 : start], "big")
+        pos = start + fixed
+        if kind == _SCALAR:
+            pos += count
+            continue
+        if count > MAX_ITEMS:
+            what = "list of {} items" if kind == _LIST else "map of {} entries"
+            raise CodecError(f"frame out of bounds: a {what.format(count)} (at most {MAX_ITEMS})")
+        if len(pending) > MAX_DEPTH:
+            raise CodecError(f"frame out of bounds: maps and lists nested deeper than {MAX_DEPTH} levels")
+        pending.append(count if kind == _LIST else 2 * count)
+        if kind == _LIST and not list_level:
+            list_level, list_items = len(pending), 0

@@ -14,7 +14,10 @@ The protocol (openpi's `serving/websocket_policy_server.py`):
   "prev_total_ms" (the previous request's recv -> send, from the second request on)}};
 - an error is a TEXT frame with the message, then close code 1011 (openpi's client raises RuntimeError);
 - `reset()` sends nothing; `GET /healthz` on the same port answers 200 "OK\\n" (503 once the policy server
-  stopped); compression off, frames up to OpenpiConfig.max_message_bytes.
+  stopped); compression off, frames up to OpenpiConfig.max_message_bytes, their structure bounded before they are
+  decoded (openpi_codec): one out of bounds gets the error reply, like any refused frame.
+No authentication: `start()` refuses a reachable host, or a server with CurveZMQ keys, unless the server's config
+says insecure (OpenpiConfig.check_access).
 """
 
 from __future__ import annotations
@@ -65,8 +68,11 @@ class OpenpiEndpoint:
 
     def start(self) -> str:
         host, port = self.config.host, self.config.port
+        self.config.check_access(self.server.config)  # ConfigError unless the server's config says insecure
         if not self.config.is_local:
             log.warning("openpi endpoint on %s:%d: reachable from other machines, without authentication", host, port)
+        elif self.server.config.curve_keys is not None:
+            log.warning("openpi endpoint on %s:%d: without authentication, beside CurveZMQ for ZeroMQ", host, port)
         try:
             self._ws = serve(
                 self._serve_connection,
@@ -121,7 +127,11 @@ class OpenpiEndpoint:
 
     def _serve_connection(self, conn: ServerConnection) -> None:
         self._count("connections")
-        peer = ":".join(str(part) for part in conn.remote_address[:2])
+        try:
+            peer = ":".join(str(part) for part in conn.remote_address[:2])
+        except OSError:  # reset right after the handshake: its socket has no peer left
+            log.debug("openpi connection reset before it was served")
+            return
         client = self.server.local_client(self.config.infer_timeout_s, f"openpi {peer}")
         try:
             metadata = client.connect()
@@ -137,8 +147,8 @@ class OpenpiEndpoint:
                 infer_ms = (time.monotonic() - received) * 1e3
                 conn.send(packb(reply_frame(result.actions, result.timing_ms, infer_ms, prev_total_ms)))
                 prev_total_ms = (time.monotonic() - start) * 1e3
-        except ConnectionClosed:
-            pass  # the robot left, or stop() closed the connection
+        except (ConnectionClosed, ConnectionError):
+            pass  # the robot left (or reset the connection), or stop() closed it
         except Exception as exc:  # a refused request (REQUEST_ERRORS) or a bug: an error reply; the server serves on
             if not isinstance(exc, REQUEST_ERRORS):
                 log.exception("openpi connection %s failed", peer)

@@ -16,6 +16,7 @@ the noise seed, as INFER.seed does; openpi scripts do not send it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from vlash.errors import ConfigError
 
 log = logging.getLogger(__name__)
 SEED_KEY = "seed"  # optional in every map: the request's noise seed
+MAX_KEYS_SHOWN = 10  # observation keys an error message lists; then how many more
+MAX_KEY_CHARS = 60  # characters of one key an error message shows
 
 
 class ObservationError(ValueError):
@@ -90,9 +93,11 @@ class ObservationMap:
 
     def apply(self, observation: dict[str, Any], metadata: Metadata, default_prompt: str | None = None) -> Mapped:
         """`observation` (flattened, see `flatten`) in the policy's terms; raises ObservationError."""
-        unknown = sorted(set(observation) - self.keys)
+        unknown = set(observation) - self.keys
         if unknown:
-            raise ObservationError(f"{self.name} map: unknown observation key(s) {unknown}; it accepts {self._known}")
+            raise ObservationError(
+                f"{self.name} map: unknown observation key(s) {key_list(unknown)}; it accepts {self._known}"
+            )
         policy_cameras = [c.name for c in metadata.cameras]
         images = {}
         for key, camera in self.cameras.items():
@@ -121,9 +126,13 @@ class ObservationMap:
             raise ObservationError(f"{self.name} map: missing state key(s) {missing}")
         parts = []
         for key in self.state:
-            value = np.atleast_1d(np.asarray(observation[key]))
+            expected = f"{key!r}: expected a number or a 1-D numeric array"
+            try:
+                value = np.atleast_1d(np.asarray(observation[key]))
+            except (ValueError, TypeError, OverflowError):  # a list nested unevenly: [[1], [1, 2]]
+                raise ObservationError(f"{expected}, got a ragged list") from None
             if value.ndim != 1 or value.dtype.kind not in "biuf":
-                raise ObservationError(f"{key!r}: expected a number or a 1-D numeric array, got {_describe(value)}")
+                raise ObservationError(f"{expected}, got {_describe(value)}")
             parts.append(value.astype(np.float32))
         state = np.concatenate(parts)
         if len(state) != state_dim:
@@ -150,24 +159,26 @@ def to_image(value: Any, chw: bool | None, key: str) -> np.ndarray:
 
 
 def flatten(observation: Any) -> dict[str, Any]:
-    """Nested dicts -> one level with "/"-joined keys; raises ObservationError on non-str or clashing keys."""
+    """Nested dicts -> one level with "/"-joined keys; raises ObservationError on non-str or clashing keys.
+    Iterative: the nesting is bounded by the codec (MAX_DEPTH), and never by Python's stack."""
     if not isinstance(observation, dict):
         raise ObservationError(f"an observation must be a map, got {type(observation).__name__}")
     out: dict[str, Any] = {}
-
-    def walk(node: dict, prefix: str) -> None:
+    todo: list[tuple[str, dict]] = [("", observation)]  # (path prefix, map) still to walk, in key order
+    while todo:
+        prefix, node = todo.pop()
+        nested = []
         for key, value in node.items():
             if not isinstance(key, str):
-                raise ObservationError(f"observation keys must be strings, got {key!r:.40} under {prefix!r}")
+                raise ObservationError(f"observation keys must be strings, got {key!r:.40} under {_short(prefix)}")
             path = prefix + key
             if isinstance(value, dict) and value:
-                walk(value, path + "/")
+                nested.append((path + "/", value))
             elif path in out:
-                raise ObservationError(f"ambiguous observation key {path!r}: given both flat and nested")
+                raise ObservationError(f"ambiguous observation key {_short(path)}: given both flat and nested")
             else:
                 out[path] = value
-
-    walk(observation, "")
+        todo.extend(reversed(nested))
     return out
 
 
@@ -219,7 +230,7 @@ def resolve(observation: dict[str, Any], metadata: Metadata) -> ObservationMap:
     names = [m.name for m in (matching or candidates)]
     what = f"fit several maps {names}" if matching else f"fit none of the maps {names}"
     raise ObservationError(
-        f"auto: observation keys {sorted(keys)} {what}; name one with --openpi-profile or --openpi-map"
+        f"auto: observation keys {key_list(keys)} {what}; name one with --openpi-profile or --openpi-map"
     )
 
 
@@ -262,6 +273,18 @@ def _seed(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= int(value) < 2**63:
         raise ObservationError(f"{SEED_KEY!r}: expected an int in [0, 2**63), got {value!r:.40}")
     return int(value)
+
+
+def key_list(keys: Iterable[str]) -> str:
+    """Observation keys for an error message, sorted: at most MAX_KEYS_SHOWN, each shortened, then how many more."""
+    keys = sorted(keys)
+    shown = f"[{', '.join(_short(k) for k in keys[:MAX_KEYS_SHOWN])}]"
+    return shown if len(keys) <= MAX_KEYS_SHOWN else f"{shown} and {len(keys) - MAX_KEYS_SHOWN} more"
+
+
+def _short(key: str) -> str:
+    """`key` quoted, cut to MAX_KEY_CHARS."""
+    return repr(key) if len(key) <= MAX_KEY_CHARS else repr(key[:MAX_KEY_CHARS]) + "..."
 
 
 def _describe(value: Any) -> str:
