@@ -10,15 +10,15 @@ hold the cell's episodes for the same seeds (same --split/--seed and --episodes)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from vlash.eval.report import read_summary
 from vlash.eval.stats import paired_ratio, wilson_interval
 
 
 def cell_episodes(path: Path, mode: str, delay: int) -> dict[int, dict]:
-    summary = json.loads(path.read_text())
+    summary = read_summary(path)
     episodes = {e["seed"]: e for e in summary["episodes"] if e["mode"] == mode and e["delay"] == delay}
     if not episodes:
         raise SystemExit(f"{path}: no episodes of mode {mode!r} at delay {delay}")

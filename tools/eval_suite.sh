@@ -14,5 +14,5 @@ shift $(( $# < 6 ? $# : 6 ))
 mkdir -p docs/eval/report
 for task in $tasks; do
   vlash eval --task "$task" --policy "$policy" --modes "$modes" --delays "$delays" --episodes "$episodes" \
-    --split report --json "docs/eval/report/$name-$task.json" --plot "docs/eval/report/$name-$task.png" "$@"
+    --split report --json "docs/eval/report/$name-$task.json.gz" --plot "docs/eval/report/$name-$task.png" "$@"
 done

@@ -2,15 +2,16 @@
 "success % [95% CI] · completion s" (completion over all episodes, failures counted at the time limit), or with
 --jumps the mean largest boundary jump (rad) after it.
 
-    python tools/eval_table.py docs/eval/report/oracle-hold.json [--modes sync,naive,vlash] [--jumps]
+    python tools/eval_table.py docs/eval/report/oracle-hold.json.gz [--modes sync,naive,vlash] [--jumps]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from vlash.eval.report import read_summary
 
 
 def cell_text(cell: dict, jumps: bool) -> str:
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jumps", action="store_true", help="add the mean largest boundary jump (rad)")
     args = p.parse_args(argv)
     modes = None if args.modes is None else [m for m in args.modes.split(",") if m]
-    print(table(json.loads(args.result.read_text()), modes, args.jumps))
+    print(table(read_summary(args.result), modes, args.jumps))
     return 0
 
 

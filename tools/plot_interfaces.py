@@ -1,18 +1,18 @@
 """One figure comparing how the execution modes fare under inference delay with different action interfaces:
 a panel per `vlash eval --json` result (its title from --titles), success rate (95% interval) against d.
 
-    python tools/plot_interfaces.py docs/eval/report/oracle-hold.json docs/eval/report/oracle-velocity-load-hold.json \
+    python tools/plot_interfaces.py docs/eval/report/oracle-hold.json.gz docs/eval/report/oracle-velocity-load-hold.json.gz \
         --titles "hold, positions" "hold, velocities + load 0.3" --modes sync,naive,vlash,faster --out FIG.png
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from vlash.atomic import atomic_write
+from vlash.eval.report import read_summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     fig, axes = plt.subplots(1, len(args.results), figsize=(4 * len(args.results), 3.6), sharey=True,
                              constrained_layout=True, squeeze=False)  # fmt: skip
     for ax, path, title in zip(axes[0], args.results, args.titles, strict=True):
-        cells = json.loads(path.read_text())["cells"]
+        cells = read_summary(path)["cells"]
         for mode in modes:
             mine = sorted((c for c in cells if c["mode"] == mode), key=lambda c: c["delay"])
             if not mine:

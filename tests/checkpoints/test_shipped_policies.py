@@ -36,39 +36,3 @@ def test_shipped_policy_loads_and_acts_from_the_state_it_is_given(name, augmente
         assert result.actions.shape == (policy.config.action_horizon, 2) and np.isfinite(result.actions).all()
         planning = state if future is None else future
         assert np.abs(result.actions[0] - planning).max() < 0.3  # the chunk starts where it was told the arm is
-
-
-# name -> (task, simulator settings, trained with the augmentations); the 6,000-step checkpoints of a 9,600-step
-# schedule (docs/EVALUATION.md, "Learned velocity policies")
-VELOCITY = {
-    "pi05-tiny-sim-velocity-hold": ("hold", "velocity-load", True),
-    "pi05-tiny-sim-velocity-hold-baseline": ("hold", "velocity-load", False),
-    "pi05-tiny-sim-velocity-intercept": ("intercept", "velocity", True),
-    "pi05-tiny-sim-velocity-intercept-baseline": ("intercept", "velocity", False),
-}
-
-
-@pytest.mark.parametrize(("name", "task", "sim", "augmented"), [(n, *v) for n, v in VELOCITY.items()])
-def test_shipped_velocity_policy_plans_joint_velocities_in_its_simulator(name, task, sim, augmented):
-    from robot_io.sim.settings import load_sim_settings
-    from vlash.eval.sweep import check_action_interface
-    from vlash.resources import config_dir
-
-    torch.set_num_threads(1)
-    policy = load_policy(shipped_policy_dir(name))
-    meta = policy.metadata
-    assert meta["trained_by"] == "vlash.train" and "vlash train" in meta["command"] and meta["step"] == 6000
-    assert meta["augment"]["future_state"] is augmented and meta["sim"]["action_interface"] == "velocity"
-    settings = load_sim_settings(config_dir("eval") / f"{sim}.yaml")
-    env = make_env(task, seed=3, settings=settings)
-    chunk_policy = ModelPolicy(policy)
-    check_action_interface(chunk_policy.action_interface, env.action_interface, name)  # its own simulator
-    obs, _ = env.reset(seed=3)
-    plan = chunk_policy.planner(env, lambda step: None, 1)
-    state = np.asarray(obs["state"], np.float32)
-    infer = Infer(request_id=1, step_index=0, capture_time_ns=0, prompt=env.instruction,
-                  images={chunk_policy.camera: obs["image"]}, state=state, delay_steps=0, seed=0)  # fmt: skip
-    actions = plan(infer).actions
-    assert actions.shape == (policy.config.action_horizon, 2) and np.isfinite(actions).all()
-    # joint velocities, not positions: within a margin of the arm's speed limit
-    assert np.abs(actions).max() < 1.5 * settings.arm.max_velocity

@@ -95,3 +95,12 @@ def test_a_single_delay_gets_one_whole_tick(tmp_path):
         plt.close = real_close
     for ax in captured["fig"].axes:
         assert list(ax.get_xticks()) == [4] and ax.get_xlim() == (3, 5)
+
+
+def test_a_summary_round_trips_plain_and_gzip_compressed(tmp_path):
+    from vlash.eval.report import read_summary, write_summary
+
+    summary = _summary(1.0)
+    plain, packed = write_summary(tmp_path / "a.json", summary), write_summary(tmp_path / "a.json.gz", summary)
+    assert read_summary(plain) == read_summary(packed) == summary
+    assert packed.read_bytes()[:2] == b"\x1f\x8b" and packed.stat().st_size < plain.stat().st_size / 3

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
 from rich.console import Console
 
 from robot_io.executors import EXECUTION_MODES, STATE_SOURCES, ExecutorConfig
-from vlash.atomic import atomic_write
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import check_output_file, positive_int
 from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
 from vlash.errors import ConfigError
 from vlash.eval.link import LinkTiming
-from vlash.eval.report import plot_summary, print_table
+from vlash.eval.report import plot_summary, print_table, write_summary
 from vlash.eval.sweep import SEED_SPLITS, SweepConfig, run_sweep, summarize
 from vlash.policies.policy_source import ORACLE, PolicyKind
 from vlash.progress import progress
@@ -127,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(cfg, episodes)
     print_table(summary, console)
     if args.json:
-        atomic_write(args.json, lambda f: f.write(json.dumps(summary, indent=1).encode()))
+        write_summary(args.json, summary)
         console.print(f"wrote {args.json}")
     if args.plot:
         console.print(f"wrote {plot_summary(summary, args.plot)}")

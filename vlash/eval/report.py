@@ -3,12 +3,29 @@ time per mode)."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from vlash.atomic import atomic_write
+
+
+def write_summary(path: str | Path, summary: dict) -> Path:
+    """`vlash eval --json PATH`: the summary as JSON, gzip-compressed when PATH ends in .gz (per-episode records make
+    a report run's JSON about 0.5 MB; the docs keep theirs compressed), written atomically."""
+    text = json.dumps(summary, indent=1).encode()
+    data = gzip.compress(text, mtime=0) if str(path).endswith(".gz") else text
+    atomic_write(path, lambda f: f.write(data))
+    return Path(path)
+
+
+def read_summary(path: str | Path) -> dict:
+    """A `vlash eval --json` file, plain or .gz."""
+    raw = Path(path).read_bytes()
+    return json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
 
 
 def _fmt(value: float | None, scale: float = 1.0, digits: int = 0) -> str:
