@@ -7,8 +7,10 @@ robot computer, where only numpy, pyzmq, msgpack and pyyaml are installed).
 
 Every argument is checked before anything connects (one line, rc 2). The exit status says whether the robot was
 driven: rc 1, with the reason on stderr after the summary, when no chunk ever ran or the watchdog held more than
---max-hold-share of the ticks besides the waits by design. Memory stays bounded however long the run; --trace
-streams every tick and chunk to a file.
+--max-hold-share of the ticks not by design; more than 10% is called out on stderr with rc 0. Ctrl-C (SIGINT) or
+SIGTERM stops the run after its current tick: the hold is commanded, the summary printed and --json / --trace
+written, then rc 130 (143 for SIGTERM); a second one stops at once. Memory stays bounded however long the run;
+--trace streams every tick and chunk to a file.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from robot_io.executors.config import LINK_LOSS_POLICIES
 from robot_io.executors.images import parse_camera_map
 from robot_io.protocol.curve import CurveClientKeys
 from robot_io.robots import make_robot
-from robot_io.run_summary import MAX_HOLD_SHARE
+from robot_io.run_summary import LABELS, MAX_HOLD_SHARE, SUMMARY_DOC
 from robot_io.run_trace import JsonLinesTrace, JsonReport
-from robot_io.runner import RunConfig, RunSummary, run_robot
+from robot_io.runner import RunConfig, RunResult, RunSummary, run_robot
+from robot_io.stop_signals import StopRequest, handle_stop_signals
 from vlash.errors import ConfigError
 
 PROGRESS_EVERY_S = 5.0  # a plain progress line this often when stdout is not a terminal
@@ -90,8 +93,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--on-link-loss", choices=LINK_LOSS_POLICIES, default=ExecutorConfig.on_link_loss, help="once "
                    "the link is lost: finish the running chunk, then hold, or hold at once")  # fmt: skip
     p.add_argument("--max-hold-share", type=float, default=MAX_HOLD_SHARE, metavar="F", help="exit with status 1 "
-                   "when the watchdog held more than this share of the ticks besides the waits by design (the first "
-                   "chunk, sync), or when no chunk ran")  # fmt: skip
+                   "when the watchdog held more than this share of the ticks not by design (the waits for an "
+                   "episode's first chunk and sync's are by design), or when no chunk ran")  # fmt: skip
     p.add_argument("--server-key", type=Path, default=None, help="CurveZMQ: the server's public key file")
     p.add_argument("--client-key", type=Path, default=None, help="CurveZMQ: this client's secret key file")
     p.add_argument("--json", type=Path, default=None, help="write the summary and every chunk record here (one "
@@ -194,17 +197,14 @@ class StatusPrinter:
 
 
 def summary_text(summary: RunSummary) -> str:
-    """The summary as aligned plain text: a title, then one `metric  value` row per field."""
-    rows = []
-    for key, value in summary.as_dict().items():
-        if key in ("mode", "rate_hz"):
-            continue
-        text = "-" if value is None else f"{value:.1f}" if isinstance(value, float) else str(value)
-        rows.append((key.replace("_", " "), text))
+    """The summary as aligned plain text: a title, one `label  value` row per field (LABELS, defined in
+    SUMMARY_DOC), and where the rows are defined."""
+    rows = [(label, summary.cell(name)) for name, label in LABELS.items()]
     label = max(len(k) for k, _ in rows)
     width = max(len(v) for _, v in rows)
     title = f"vlash run: {summary.mode} at {summary.rate_hz:g} Hz"
-    return "\n".join([title, *(f"  {k:<{label}}  {v:>{width}}" for k, v in rows)])
+    rows_text = (f"  {k:<{label}}  {v:>{width}}" for k, v in rows)
+    return "\n".join([title, *rows_text, f"  (every row is defined in {SUMMARY_DOC})"])
 
 
 def _curve(args: argparse.Namespace) -> CurveClientKeys | None:
@@ -237,20 +237,39 @@ def run(args: argparse.Namespace) -> int:
         robot = make_robot(args.robot, args.robot_config)
     except (RobotIOError, ValueError) as exc:  # unknown spec or type, bad config file, LeRobot not installed
         raise ConfigError(str(exc)) from None
-    with ExitStack() as stack:
-        traces = _open_traces(args, stack)
-        client = stack.enter_context(PolicyClient(args.server, args.timeout, f"vlash-run:{args.robot}", curve))
-        printer = StatusPrinter()
-        try:
-            result = run_robot(robot, client, config, status=printer, traces=traces)
-        except RobotIOError as exc:  # no server, protocol mismatch, robot/policy mismatch, camera trouble at setup
-            raise ConfigError(f"{type(exc).__name__}: {exc}") from None
-        finally:
-            printer.close()
-    print(summary_text(result.summary))
+    stop = StopRequest()
+    try:
+        with ExitStack() as stack:
+            traces = _open_traces(args, stack)
+            client = stack.enter_context(PolicyClient(args.server, args.timeout, f"vlash-run:{args.robot}", curve))
+            stack.enter_context(handle_stop_signals(stop))  # the first signal ends the loop; a second one raises
+            printer = StatusPrinter()
+            try:
+                result = run_robot(robot, client, config, status=printer, traces=traces, stop=stop.event)
+            except RobotIOError as exc:  # no server, protocol mismatch, robot/policy mismatch, camera trouble at setup
+                raise ConfigError(f"{type(exc).__name__}: {exc}") from None
+            finally:
+                printer.close()
+    except KeyboardInterrupt:  # a second signal (or Ctrl-C before the handlers): robot disconnected, files closed
+        after = f"a second signal after {stop.name}" if stop.signum is not None else "Ctrl-C"
+        print(f"vlash run: stopped at once by {after}: no hold commanded, no summary", file=sys.stderr)
+        return stop.exit_code or 130
+    return report(result, traces, stop, args.max_hold_share)
+
+
+def report(result: RunResult, traces: list, stop: StopRequest, max_hold_share: float) -> int:
+    """Print the summary, the files written, how a stopped run left the robot and any trouble; the exit status."""
+    summary = result.summary
+    print(summary_text(summary))
     for trace in traces:
         print(f"wrote {trace.path}" if trace.error is None else f"{trace.path} is incomplete: {trace.error}")
-    if (reason := result.summary.unusable_reason(args.max_hold_share)) is not None:
+    if result.stopped:
+        print(f"vlash run: stopped by {stop.name} after {summary.duration_s:.1f} s ({summary.ticks} "
+              f"ticks); the robot {result.left}")  # fmt: skip
+    if (reason := summary.unusable_reason(max_hold_share)) is not None:
         print(f"vlash run: the robot did not get usable chunks: {reason}", file=sys.stderr)
-        return 1
-    return 0
+    elif (warning := summary.hold_warning()) is not None:
+        print(f"vlash run: warning: {warning}", file=sys.stderr)
+    if result.stopped:
+        return stop.exit_code or 130
+    return 1 if reason is not None else 0
