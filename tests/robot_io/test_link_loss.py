@@ -76,8 +76,8 @@ def test_a_silent_server_is_a_lost_link_after_the_timeout_and_the_policy_decides
         assert (result.chunk_ids[lost : start + H] == running).all()
         then = f"running the current chunk out (up to {start + H - lost} more ticks), then holding"
     # the time of day, and the policy in force named with what the robot does under it
-    assert re.fullmatch(f"policy link lost at {TIME_OF_DAY} \\(no reply for 0.1 s\\); on-link-loss {policy}: {re.escape(then)}",
-                        line), line  # fmt: skip
+    expected = f"policy link lost at {TIME_OF_DAY} " + re.escape(f"(no reply for 0.1 s); on-link-loss {policy}: {then}")
+    assert re.fullmatch(expected, line), line
     assert s.unexpected_holds == result.held[lost:].sum()  # holds on a lost link are not waits by design
     assert s.waiting_steps == result.held[:lost].sum() == 2  # only the first chunk's wait (50 ms: 2 ticks)
 
