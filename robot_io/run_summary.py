@@ -15,6 +15,7 @@ from typing import Any
 MAX_HOLD_SHARE = 0.5  # default: a run whose watchdog held more than half its ticks (not by design) failed
 HOLD_WARNING_SHARE = 0.10  # a run whose watchdog held more than this share of its ticks (not by design) is called out
 SUMMARY_DOC = 'docs/METHODS.md, "Run summary"'  # where every label is defined
+ROWS_NOTE = f"(every row is defined in {SUMMARY_DOC})"  # under every printed summary
 
 # RunSummary field -> its name in print, in the order printed (mode and rate go into the title)
 LABELS: dict[str, str] = {

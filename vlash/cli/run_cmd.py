@@ -31,7 +31,7 @@ from robot_io.executors.config import LINK_LOSS_POLICIES
 from robot_io.executors.images import parse_camera_map
 from robot_io.protocol.curve import CurveClientKeys
 from robot_io.robots import make_robot
-from robot_io.run_summary import LABELS, MAX_HOLD_SHARE, SUMMARY_DOC
+from robot_io.run_summary import LABELS, MAX_HOLD_SHARE, ROWS_NOTE
 from robot_io.run_trace import JsonLinesTrace, JsonReport
 from robot_io.runner import RunConfig, RunResult, RunSummary, run_robot
 from robot_io.stop_signals import StopRequest, handle_stop_signals
@@ -48,7 +48,11 @@ the chunk it is running until it runs out (up to a whole chunk, e.g. 49 ticks of
 the watchdog holds: right when a healthy server is only slow. With --on-link-loss hold the chunk stops at the
 tick the link counts as lost and the watchdog holds from then on: the robot moves without a server for at
 most --link-timeout plus one period after the first unanswered request; when replies return, it starts afresh
-with a first (sync) chunk."""
+with a first (sync) chunk. Each loss and return is printed with the time of day.
+
+Ctrl-C (or SIGTERM) ends the run after its current tick: the hold is commanded, the summary printed with what the
+robot was left doing and --json / --trace written, then the exit status is 130 (143); a second Ctrl-C stops at
+once. The summary's rows are defined in docs/METHODS.md, "Run summary"."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -197,14 +201,14 @@ class StatusPrinter:
 
 
 def summary_text(summary: RunSummary) -> str:
-    """The summary as aligned plain text: a title, one `label  value` row per field (LABELS, defined in
-    SUMMARY_DOC), and where the rows are defined."""
+    """The summary as aligned plain text: a title, one `label  value` row per field (LABELS), and where the rows are
+    defined (ROWS_NOTE)."""
     rows = [(label, summary.cell(name)) for name, label in LABELS.items()]
     label = max(len(k) for k, _ in rows)
     width = max(len(v) for _, v in rows)
     title = f"vlash run: {summary.mode} at {summary.rate_hz:g} Hz"
     rows_text = (f"  {k:<{label}}  {v:>{width}}" for k, v in rows)
-    return "\n".join([title, *rows_text, f"  (every row is defined in {SUMMARY_DOC})"])
+    return "\n".join([title, *rows_text, f"  {ROWS_NOTE}"])
 
 
 def _curve(args: argparse.Namespace) -> CurveClientKeys | None:
