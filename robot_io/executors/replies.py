@@ -53,13 +53,13 @@ class ReplyHandling:
     def _link_lost(self, now: int, step: int) -> None:
         """Every loss is logged with the time of day and what the robot does now, under the policy in force."""
         policy, cur = self.config.on_link_loss, self.current
+        ticks = 0 if cur is None else -(-(cur.length - cur.index_at(step)) // cur.stride)  # its indices left
         if policy == "hold":
             then = "holding from this tick"
-        elif cur is None:
-            then = "no chunk is running: holding"
+        elif ticks <= 0:
+            then = "no chunk left to run: holding"
         else:
-            ticks = -(-(cur.length - cur.index_at(step)) // cur.stride)
-            then = f"running the current chunk out (up to {max(ticks, 0)} more ticks), then holding"
+            then = f"running the current chunk out (up to {ticks} more ticks), then holding"
         log.warning("policy link lost at %s (no reply for %.1f s); on-link-loss %s: %s", time_of_day(),
                     self.link.silent_s(now), policy, then)  # fmt: skip
         if policy == "hold":  # what was planned from the running chunk is void too: start afresh when replies return

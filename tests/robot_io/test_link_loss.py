@@ -131,3 +131,13 @@ def test_link_settings_are_validated():
         ExecutorConfig(on_link_loss="stop")
     with pytest.raises(ValueError, match="link_timeout_s must be > 0"):
         ExecutorConfig(link_timeout_s=0.0)
+
+
+def test_a_chunk_that_ran_out_before_the_loss_is_not_announced_as_still_running(caplog):
+    runner = runner_for("finish-chunk", duration_s=4.0, link_timeout_s=1.5)  # longer than a chunk (30 ticks: 1 s)
+    silent_after(runner.client, answered=3)
+    with caplog.at_level(logging.WARNING):
+        result = runner.run()
+    (line,) = link_lines(caplog)
+    assert line.endswith("(no reply for 1.5 s); on-link-loss finish-chunk: no chunk left to run: holding"), line
+    assert result.summary.link_losses == 1 and result.summary.missed_deadlines > 0  # it starved before the loss
