@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     from robot_io.errors import RobotIOError
     from robot_io.executors import ExecutorConfig
     from robot_io.executors.images import parse_camera_map
+    from robot_io.run_summary import LABELS
     from robot_io.runner import RunConfig, run_robot
 
     robot = SevenJointArm()
@@ -117,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     except (RobotIOError, ValueError) as exc:  # no server, dims or cameras that do not fit the policy
         print(f"custom_robot: error: {exc}", file=sys.stderr)
         return 2
-    for key, value in result.summary.as_dict().items():
-        print(f"{key:>20}: {value}")
+    for field, label in LABELS.items():  # the rows of `vlash run`'s summary (docs/METHODS.md, "Run summary")
+        print(f"{label:>28}: {result.summary.cell(field)}")
     return 0
 
 

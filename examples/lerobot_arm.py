@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from robot_io.executors import ExecutorConfig
     from robot_io.executors.images import parse_camera_map
     from robot_io.robots.lerobot_factory import make_lerobot_robot
+    from robot_io.run_summary import LABELS
     from robot_io.runner import RunConfig, run_robot
 
     try:
@@ -74,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     except (RobotIOError, ValueError) as exc:  # no LeRobot, bad config, camera map or dims that do not fit
         print(f"lerobot_arm: error: {exc}", file=sys.stderr)
         return 2
-    for key, value in result.summary.as_dict().items():
-        print(f"{key:>20}: {value}")
+    for field, label in LABELS.items():  # the rows of `vlash run`'s summary (docs/METHODS.md, "Run summary")
+        print(f"{label:>28}: {result.summary.cell(field)}")
     return 0
 
 

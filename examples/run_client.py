@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from robot_io.executors.images import parse_camera_map
     from robot_io.robots import make_robot
     from robot_io.robots.base import robot_cameras
+    from robot_io.run_summary import LABELS
     from robot_io.runner import RunConfig, run_robot
 
     robot = make_robot(args.robot)
@@ -46,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         executor = ExecutorConfig(mode=args.mode, execution_horizon=10)
         config = RunConfig(executor, rate_hz=30.0, duration_s=args.duration, camera_map=cameras)
         result = run_robot(robot, client, config)
-    for key, value in result.summary.as_dict().items():
-        print(f"{key:>20}: {value}")
+    for field, label in LABELS.items():  # the rows of `vlash run`'s summary (docs/METHODS.md, "Run summary")
+        print(f"{label:>28}: {result.summary.cell(field)}")
     return 0
 
 

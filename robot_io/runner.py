@@ -55,11 +55,15 @@ class RunResult:
     tick_ms: np.ndarray  # [T] each tick's own work: observe, executor, safety, send (loop.tick_p50/p99 aggregate it)
     resets: np.ndarray  # [T] bool: a new episode began at this tick (executor and safety reset; not the first tick)
     episodes: list[Any] = field(default_factory=list)  # the robot's recent episode outcomes (SimRobot: the last 1000)
+    stopped: bool = False  # the caller's stop event ended the run before its duration
+    left: str = ""  # after a stop: what the hold commanded then leaves the robot doing ("holds the last command sent")
 
 
 class Runner:
     """Drives one robot with one policy link; `run()` connects the policy, loops for the duration, summarizes.
-    `traces`: sinks that receive every tick and chunk record as the run goes (robot_io.run_trace)."""
+    `traces`: sinks that receive every tick and chunk record as the run goes (robot_io.run_trace). `stop`: an event
+    (set from a signal handler or another thread) that ends the loop after its current tick; the runner then commands
+    the hold once and summarizes as usual."""
 
     def __init__(
         self,
@@ -69,8 +73,10 @@ class Runner:
         clock: Clock | None = None,
         status: Callable[[dict[str, Any]], None] | None = None,
         traces: Sequence[TraceSink] = (),
+        stop: threading.Event | None = None,
     ) -> None:
         self.robot, self.client, self.config, self.status = robot, client, config, status
+        self.stop = stop or threading.Event()
         self.clock = clock or MonotonicClock()
         self.loop = ControlLoop(config.rate_hz, self.clock)
         self.executor = make_executor(client, config.executor, self.loop.period_s, self.clock)
@@ -104,17 +110,22 @@ class Runner:
         if self.watchdog is not None:
             self.watchdog.start()
         try:
-            loop_summary = self.loop.run(self._tick, self.config.duration_s, idle=self.executor.receive)
+            if self.stop.is_set():  # asked to stop before the loop began (during the handshake)
+                loop_summary = self.loop.summary()
+            else:
+                loop_summary = self.loop.run(self._tick, self.config.duration_s, idle=self.executor.receive)
         finally:
             if self.watchdog is not None:
                 self.watchdog.stop()
+        left = self._hold_at_stop() if self.stop.is_set() else ""
         self.executor.finish()  # the records still open go to _on_record
         result = self._result(loop_summary)
+        result.stopped, result.left = self.stop.is_set(), left
         for trace in self.traces:
             trace.summary(result.summary.as_dict())
         return result
 
-    def _tick(self, tick: Tick) -> None:
+    def _tick(self, tick: Tick) -> bool:
         obs = self._observe()
         reset = obs is not None and bool(obs.get("episode_start")) and tick.index > 0
         if reset:
@@ -138,6 +149,7 @@ class Runner:
             self.status(self.live_status(tick.index))
         if self.watchdog is not None:
             self.watchdog.tick_done()
+        return not self.stop.is_set()
 
     def _on_record(self, record: ChunkRecord) -> None:
         """A chunk record is final (the executor calls this once per record): statistics, then the traces."""
@@ -170,6 +182,15 @@ class Runner:
         if self._state_index is not None:
             return self._last_state[self._state_index]
         return None
+
+    def _hold_at_stop(self) -> str:
+        """The hold, commanded once when the run is stopped (the running chunk does not go on in the robot's servos);
+        returns what it leaves the robot doing."""
+        with self._send_lock:
+            action, left = self.safety.hold_choice(self._measured)
+            if action is not None:
+                self.robot.send_action({"action": action})
+        return left
 
     def _stall_hold(self) -> None:
         """The stall watchdog's hold (its own thread): the fallback, sent under the send lock."""
@@ -258,13 +279,14 @@ def run_robot(
     clock: Clock | None = None,
     status: Callable[[dict[str, Any]], None] | None = None,
     traces: Sequence[TraceSink] = (),
+    stop: threading.Event | None = None,
     metadata: Metadata | None = None,
 ) -> RunResult:
-    """Connect the robot, run it under `client` for config.duration_s, disconnect; returns the RunResult.
-    `metadata`: the server's, when the caller already shook hands."""
+    """Connect the robot, run it under `client` for config.duration_s (or until `stop` is set), disconnect; returns
+    the RunResult. `metadata`: the server's, when the caller already shook hands."""
     robot.connect()
     try:
-        return Runner(robot, client, config, clock, status, traces).run(metadata)
+        return Runner(robot, client, config, clock, status, traces, stop).run(metadata)
     finally:
         robot.disconnect()
 

@@ -37,6 +37,7 @@ from robot_io.control.clock import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
 FALLBACKS = ("hold", "stop")
+RELATIVE_HOLD = {"delta": "increments", "velocity": "velocity"}  # what the hold of a relative action commands
 
 
 @dataclass(frozen=True)
@@ -128,13 +129,22 @@ class Safety:
 
     def hold_action(self, measured: np.ndarray | None) -> np.ndarray | None:
         """The fallback command (module doc), not counted; None: send nothing."""
+        return self.hold_choice(measured)[0]
+
+    def hold_choice(self, measured: np.ndarray | None) -> tuple[np.ndarray | None, str]:
+        """(the fallback command or None, what it leaves the robot doing, in words: "holds the last command sent")."""
         c = self.config
         if c.action_kind != "absolute":
             dim = self.action_dim if self.action_dim is not None else None if measured is None else len(measured)
-            return None if dim is None else np.zeros(dim, np.float32)
-        first, second = (self.last_command, measured) if c.on_missing == "hold" else (measured, self.last_command)
-        choice = first if first is not None else second
-        return None if choice is None else np.array(choice, np.float32)
+            if dim is not None:
+                return np.zeros(dim, np.float32), f"stands still (commanded zero {RELATIVE_HOLD[c.action_kind]})"
+        else:
+            last = (self.last_command, "holds the last command sent")
+            here = (measured, "holds its measured position")
+            for choice, what in (last, here) if c.on_missing == "hold" else (here, last):
+                if choice is not None:
+                    return np.array(choice, np.float32), what
+        return None, "was sent nothing: its own controller keeps the goal it had"
 
     def _clamp(self, action: np.ndarray, measured: np.ndarray | None) -> np.ndarray:
         out = action.copy()

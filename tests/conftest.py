@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -29,6 +30,36 @@ def _single_thread_determinism():
 
         torch.manual_seed(0)
     yield
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _stop_handlers() -> dict[int, object]:
+    return {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+
+
+def _check_stop_handlers(before: dict[int, object], what: str) -> None:
+    """A command run in-process that installs its own SIGINT / SIGTERM handler and keeps it leaves pytest unable to be
+    stopped (Ctrl-C, a CI runner's SIGTERM only set that command's dead event): every test and module must put
+    back the handlers it found."""
+    changed = [signal.Signals(sig).name for sig, handler in _stop_handlers().items() if handler != before[sig]]
+    assert not changed, f"{what} left its own {' and '.join(changed)} handler in the pytest process: restore it"
+
+
+@pytest.fixture(autouse=True)
+def _stop_handlers_restored_by_each_test(request):
+    before = _stop_handlers()
+    yield
+    _check_stop_handlers(before, request.node.nodeid)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_handlers_restored_by_each_module(request):
+    """Module fixtures too (one that starts Ray in this process: ray.init installs a SIGTERM handler)."""
+    before = _stop_handlers()
+    yield
+    _check_stop_handlers(before, f"{request.node.nodeid} (a module-scoped fixture)")
 
 
 def _has_cuda() -> bool:

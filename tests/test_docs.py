@@ -85,3 +85,19 @@ def test_generated_files_are_ignored(path: str):
 
 def test_no_tracked_file_is_ignored():
     assert _git("ls-files", "-ci", "--exclude-standard").stdout == ""
+
+
+def test_every_row_of_the_run_summary_is_defined_in_one_section():
+    """`vlash run`'s summary and `vlash demo`'s table point to docs/METHODS.md "Run summary": every field is there,
+    by its printed name and its JSON key."""
+    from robot_io.run_summary import LABELS, SUMMARY_DOC
+
+    assert SUMMARY_DOC == 'docs/METHODS.md, "Run summary"'
+    text = (ROOT / "docs" / "METHODS.md").read_text()
+    section = text.split("\n## Run summary\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    for name, label in LABELS.items():
+        row = next((r for r in rows if f"`{name}`" in r), None)
+        assert row is not None, f"{name} ({label!r}) is not defined in {SUMMARY_DOC}"
+        stem = re.sub(r"( p50| p99)? ms$", "", label)  # one row defines "chunk latency p50 / p99 ms"
+        assert stem in row.split("|")[1], f"{SUMMARY_DOC} names {name} otherwise than {label!r}: {row}"

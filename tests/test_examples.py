@@ -53,6 +53,6 @@ def test_the_robot_examples_run_as_their_docstrings_say(name):
             argv[argv.index("--server") + 1] = server.endpoint
             done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, f"{shlex.join(argv)}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
-            assert re.search(r"chunks: [1-9]", done.stdout), done.stdout
+            assert re.search(r"chunks run: [1-9]", done.stdout), done.stdout
     finally:
         assert server.stop() == 0, server.err

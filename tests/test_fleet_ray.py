@@ -361,6 +361,7 @@ def fleet(policy_dir) -> Iterator[str]:
         batch_wait_ms=BATCH_WAIT_MS,
     )
     port = _free_port()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # ray.init replaces SIGTERM's
     try:
         with deadline(WAIT_S, "starting the fleet"):
             ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
@@ -371,6 +372,8 @@ def fleet(policy_dir) -> Iterator[str]:
         with deadline(WAIT_S, "stopping the fleet"):
             serve.shutdown()
             ray.shutdown()
+        for sig, handler in handlers.items():  # pytest's own, so that SIGTERM and Ctrl-C stop the suite again
+            signal.signal(sig, handler)
 
 
 class Robot(threading.Thread):

@@ -123,7 +123,7 @@ def test_the_readme_commands_serve_convert_and_drive_a_robot(stand_ins):
             else:
                 assert server is not None, "vlash run before any vlash serve"
                 out = _run_robot(argv, server.endpoint, root)
-                chunks = re.search(r"^\s*chunks\s+(\d+)$", out, re.M)  # the summary's line
+                chunks = re.search(r"^\s*chunks run\s+(\d+)$", out, re.M)  # the summary's line
                 assert chunks and int(chunks.group(1)) >= 1, out
     finally:
         if server is not None:

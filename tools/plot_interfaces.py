@@ -1,7 +1,8 @@
 """One figure comparing how the execution modes fare under inference delay with different action interfaces:
 a panel per `vlash eval --json` result (its title from --titles), success rate (95% interval) against d.
 
-    python tools/plot_interfaces.py docs/eval/report/oracle-hold.json.gz docs/eval/report/oracle-velocity-load-hold.json.gz \
+    python tools/plot_interfaces.py docs/eval/report/oracle-hold.json.gz \
+        docs/eval/report/oracle-velocity-load-hold.json.gz \
         --titles "hold, positions" "hold, velocities + load 0.3" --modes sync,naive,vlash,faster --out FIG.png
 """
 

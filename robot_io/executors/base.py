@@ -138,8 +138,11 @@ class ChunkExecutor(ReplyHandling):
         now = self.clock.now_ns() if now_ns is None else now_ns
         self._drain()
         self._expire(now)
+        was_lost = self.link.lost
         if self.link.update(now):
-            self._link_lost(now)
+            self._link_lost(now, step)
+        elif was_lost and not self.link.lost:
+            self._link_restored()
         self.counts["link_lost_steps"] += self.link.lost
         self._activate(step)
         if self.pending is None and observation is not None and now >= self._retry_ns and self._due(step):

@@ -11,6 +11,8 @@ when the running chunk has run s steps.
 
 from __future__ import annotations
 
+import time
+
 
 class LinkWatch:
     """Tracks owed replies; `update(now)` says when the link has just been lost. Counts losses and lost ticks."""
@@ -20,6 +22,8 @@ class LinkWatch:
         self.owed_since: int | None = None  # clock time since which a reply is owed and no message came
         self.lost = False
         self.losses = 0  # times the link went from healthy to lost
+        self.silent_since: int | None = None  # while lost: clock time since which a reply was owed without a message
+        self.outage_s = 0.0  # the latest loss: seconds without any message, from the request to the reply that ended it
 
     def requested(self, now_ns: int) -> None:
         """A request went out (or failed to): a reply is owed from now unless one already was."""
@@ -27,7 +31,9 @@ class LinkWatch:
             self.owed_since = now_ns
 
     def heard(self, now_ns: int, still_owed: bool) -> None:
-        """A message arrived; `still_owed`: a request is still waiting for more."""
+        """A message arrived; `still_owed`: a request is still waiting for more. It ends a loss (at the next update)."""
+        if self.lost and self.silent_since is not None:
+            self.outage_s = (now_ns - self.silent_since) / 1e9
         self.owed_since = now_ns if still_owed else None
 
     def update(self, now_ns: int) -> bool:
@@ -35,9 +41,17 @@ class LinkWatch:
         lost = self.owed_since is not None and now_ns - self.owed_since > self.timeout_ns
         became_lost = lost and not self.lost
         self.losses += became_lost
+        if became_lost:
+            self.silent_since = self.owed_since
         self.lost = lost
         return became_lost
 
     def silent_s(self, now_ns: int) -> float:
         """Seconds a reply has been owed without any message (0 when none is owed)."""
         return 0.0 if self.owed_since is None else (now_ns - self.owed_since) / 1e9
+
+
+def time_of_day() -> str:
+    """Now as HH:MM:SS.s for a printed line (the wall clock, for people; intervals use the executor's clock)."""
+    now = time.time()
+    return time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 10)}"

@@ -9,13 +9,17 @@ server is alive. The methods use ChunkExecutor's state (base.py): pending, _stre
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
 
 from robot_io.errors import RobotIOError
 from robot_io.executors.chunk import PendingRequest
+from robot_io.executors.link import time_of_day
 from robot_io.protocol import Actions, Error, ErrorCode
+
+log = logging.getLogger(__name__)
 
 
 class ReplyHandling:
@@ -46,12 +50,23 @@ class ReplyHandling:
     def _back_off(self) -> None:
         self._retry_ns = self.clock.now_ns() + round(self.config.retry_after_s * 1e9)
 
-    def _link_lost(self, now: int) -> None:
-        hold = self.config.on_link_loss == "hold"
-        then = "holding" if hold or self.current is None else "finishing the running chunk, then holding"
-        self._warn_once("link-lost", f"policy link lost: no reply for {self.link.silent_s(now):.2f} s; {then}")
-        if hold:  # what was planned from the running chunk is void too: start afresh when replies return
+    def _link_lost(self, now: int, step: int) -> None:
+        """Every loss is logged with the time of day and what the robot does now, under the policy in force."""
+        policy, cur = self.config.on_link_loss, self.current
+        ticks = 0 if cur is None else -(-(cur.length - cur.index_at(step)) // cur.stride)  # its indices left
+        if policy == "hold":
+            then = "holding from this tick"
+        elif ticks <= 0:
+            then = "no chunk left to run: holding"
+        else:
+            then = f"running the current chunk out (up to {ticks} more ticks), then holding"
+        log.warning("policy link lost at %s (no reply for %.1f s); on-link-loss %s: %s", time_of_day(),
+                    self.link.silent_s(now), policy, then)  # fmt: skip
+        if policy == "hold":  # what was planned from the running chunk is void too: start afresh when replies return
             self._drop_all("link_lost", "link_lost")
+
+    def _link_restored(self) -> None:
+        log.warning("policy link restored at %s after %.1f s without a reply", time_of_day(), self.link.outage_s)
 
     def _handle(self, message: Actions | Error | object, arrival_ns: int) -> None:
         self._ingest(message, arrival_ns)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from types import SimpleNamespace
+
 import pytest
 
+from robot_io.run_summary import LABELS, RunSummary
 from tests.server.conftest import write_policy
 from vlash.cli.main import main
+from vlash.demo.report import FIELDS, injection_note, summary_table
 from vlash.demo.session import DemoConfig
 
 
@@ -22,6 +27,10 @@ def test_demo_compares_modes_side_by_side_and_writes_the_plot(tmp_path, capsys):
     assert header.index("sync") < header.index("faster")  # one table, a column per mode
     chunks = next(line for line in out.splitlines() if "chunks run" in line)
     assert all(int(n) >= 2 for n in chunks.strip("│┃| ").split("│")[1:]), chunks
+    assert 'every row is defined in docs/METHODS.md, "Run summary"' in out
+    # each chunk waited the 30 ms injected (sync runs every denoise step), the rest is the policy's own time
+    injected = re.search(r"chunk latency p50 = injected \+ the policy's own time: sync (\d+) \+ (\d+) ms, faster ", out)
+    assert injected and 30 <= int(injected.group(1)) <= 40, out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
 
 
@@ -49,3 +58,32 @@ def test_bad_arguments_name_the_problem(argv, match, capsys, tmp_path):
 def test_the_demo_keeps_every_tick_and_chunk_of_its_runs_for_the_plot():
     config = DemoConfig(duration_s=20.0, rate_hz=30.0).run_config("faster")
     assert config.trace_ticks > 600 and config.executor.record_window > 600  # 600 ticks, at most one chunk each
+
+
+def summary(**counts) -> RunSummary:
+    fields = {name: 0 for name in RunSummary.__dataclass_fields__}
+    return RunSummary(**{**fields, "mode": "vlash", "rate_hz": 30.0, **counts})
+
+
+def test_the_table_names_rows_as_vlash_run_does_and_marks_only_holds_not_by_design():
+    healthy = summary(ticks=600, chunks=36, watchdog_holds=59, waiting_steps=59)  # every hold a first chunk's wait
+    starved = summary(ticks=600, chunks=20, watchdog_holds=250, waiting_steps=58, unexpected_holds=192)
+    table = summary_table({"sync": SimpleNamespace(summary=healthy), "vlash": SimpleNamespace(summary=starved)})
+    labels = list(table.columns[0].cells)
+    assert labels == [LABELS[name] for name in FIELDS]  # one name per quantity, shared with vlash run
+    holds = labels.index("watchdog holds")  # its split right below it
+    assert labels[holds + 1 : holds + 3] == ["of which waiting (by design)", "of which not by design"]
+    ok, bad = (list(column.cells)[holds + 2] for column in table.columns[1:])
+    assert str(ok) == "0 (0%)" and ok.spans[0].style == "green"  # 59 holds, all by design: nothing alarming
+    assert str(bad) == "192 (32%)" and bad.spans[0].style == "bold red"
+
+
+def test_the_injection_note_splits_each_chunk_latency_into_injected_and_own_time():
+    def result(latency_ms, injected):
+        records = [SimpleNamespace(timing_ms={"injected_ms": ms}) for ms in injected] + [SimpleNamespace(timing_ms={})]
+        return SimpleNamespace(summary=summary(latency_p50_ms=latency_ms), records=records)
+
+    note = injection_note({"sync": result(290.4, [150.2, 150.3, 151.0]), "faster": result(224.9, [109.0])}, 150)
+    assert note.startswith("chunk latency p50 = injected + the policy's own time: sync 150 + 140 ms, faster 109 + "
+                           "116 ms (the 150 ms are spread over the prefill and each denoise step")  # fmt: skip
+    assert "\n" not in note

@@ -7,21 +7,27 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from robot_io.protocol import CameraSpec, Metadata
+from robot_io.run_summary import LABELS
+from robot_io.stop_signals import StopRequest
 from robot_io.testing import LoopbackPolicyServer, hold_planner
 from tests.import_guard import BLOCK_HEAVY_IMPORTS
 from tests.robot_io.lerobot_fixture import FAKE_LEROBOT, ROOT, SO101_YAML, fake_lerobot_on_path
 from vlash.cli.main import main
-from vlash.cli.run_cmd import StatusPrinter, summary_text
+from vlash.cli.run_cmd import StatusPrinter, report, summary_text
 
 PI05_CAMERAS = [CameraSpec(n, 224, 224) for n in ("base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb")]
 SO101_MAP = ["--camera", "base_0_rgb=front", "--camera", "left_wrist_0_rgb=wrist", "--camera", "right_wrist_0_rgb=none"]
@@ -166,10 +172,16 @@ def test_summary_is_aligned_plain_text():
     fields = {name: 0 for name in RunSummary.__dataclass_fields__}
     summary = RunSummary(**{**fields, "mode": "rtc", "rate_hz": 30.0, "duration_s": 12.345, "ttfa_p50_ms": None})
     lines = summary_text(summary).splitlines()
-    assert lines[0] == "vlash run: rtc at 30 Hz"
-    assert len({len(line) for line in lines[1:]}) == 1  # values right-aligned in one column
-    rows = {" ".join(line.split()[:-1]): line.split()[-1] for line in lines[1:]}
-    assert rows["duration s"] == "12.3" and rows["ttfa p50 ms"] == "-" and rows["missed deadlines"] == "0"
+    assert (
+        lines[0] == "vlash run: rtc at 30 Hz"
+        and lines[-1] == '  (every row is defined in docs/METHODS.md, "Run summary")'
+    )
+    assert len({len(line) for line in lines[1:-1]}) == 1  # values right-aligned in one column
+    rows = {label: line[len(label) + 2 :].strip() for line in lines[1:-1] for label in LABELS.values()
+            if line[2:].startswith(label + " ")}  # fmt: skip
+    assert list(rows) == list(LABELS.values())  # every field, by its one name (vlash demo's table uses the same)
+    assert rows["duration s"] == "12.3" and rows["first needed action p50 ms"] == "-"
+    assert rows["missed deadlines"] == "0" and rows["of which not by design"] == "0 (0%)"
 
 
 @pytest.mark.parametrize(
@@ -215,7 +227,7 @@ def test_a_run_in_which_no_chunk_ever_ran_exits_1_with_the_reason_after_the_summ
     lines = out.getvalue().splitlines()
     assert rc == 1 and server.handshakes == 1
     summary = lines.index("vlash run: vlash at 30 Hz")
-    assert summary < len(lines) - 1 and any(line.split() == ["chunks", "0"] for line in lines[summary:])
+    assert summary < len(lines) - 1 and any(line.split() == ["chunks", "run", "0"] for line in lines[summary:])
     # every tick held (a loaded machine may skip a deadline or two: not a fixed count)
     assert re.fullmatch(r"vlash run: the robot did not get usable chunks: no chunk ran in (\d+) ticks \(\1 watchdog .*",
                         lines[-1]), lines[-1]  # fmt: skip
@@ -276,4 +288,46 @@ def test_the_mock_robot_takes_the_policys_shape_and_a_short_chunk_its_horizon(ca
     for infer in requests:
         assert infer.state.shape == (8,) and {k: v.shape for k, v in infer.images.items()} == {
             "top": (224, 224, 3), "wrist": (120, 160, 3)}  # fmt: skip
-    assert re.search(r"^\s*chunks\s+[1-9]", capsys.readouterr().out, re.M)
+    assert re.search(r"^\s*chunks run\s+[1-9]", capsys.readouterr().out, re.M)
+
+
+def test_ctrl_c_stops_the_run_cleanly_with_the_summary_the_json_and_rc_130(tmp_path):
+    """A real `vlash run` process sent SIGINT while chunks run: the hold, the summary, what the robot was left doing
+    and the --json file with its summary, then exit status 130 (no traceback)."""
+    report = tmp_path / "run.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(FAKE_LEROBOT)])}
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
+        argv = [sys.executable, "-m", "vlash.cli.main", *run_argv(server.endpoint, *SO101_MAP), "--duration", "120",
+                "--json", str(report)]  # fmt: skip
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        try:
+            deadline = time.monotonic() + 60.0  # an import and a handshake: seconds, even on a loaded machine
+            while server.served < 3 and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert server.served >= 3, "the run never got chunks"
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60.0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10.0)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert "vlash run: vlash at 30 Hz" in out and re.search(r"^  chunks run +[1-9]\d*$", out, re.MULTILINE), out
+    assert re.search(r"^vlash run: stopped by SIGINT \(Ctrl-C\) after \d+\.\d s \(\d+ ticks\); the robot holds the "
+                     r"last command sent$", out, re.MULTILINE), out  # fmt: skip
+    summary = json.loads(report.read_text())["summary"]
+    assert summary is not None and summary["chunks"] >= 1 and 0 < summary["duration_s"] < 120
+
+
+def test_holds_not_by_design_above_10_percent_are_called_out_after_the_summary_and_still_exit_0(capsys):
+    from robot_io.runner import RunSummary
+
+    fields = {name: 0 for name in RunSummary.__dataclass_fields__}
+    counts = dict(ticks=300, chunks=20, watchdog_holds=116, waiting_steps=20, unexpected_holds=96, missed_deadlines=96)
+    summary = RunSummary(**{**fields, "mode": "vlash", "rate_hz": 30.0, **counts})
+    assert report(SimpleNamespace(summary=summary, stopped=False, left=""), [], StopRequest(), 0.5) == 0
+    out, err = capsys.readouterr()
+    assert re.search(r"^  of which not by design +96 \(32%\)$", out, re.MULTILINE), out
+    assert err == ("vlash run: warning: the watchdog held 96 of 300 ticks (32%, more than 10%) not by design: 96 "
+                   "missed deadlines, 0 ticks with the link lost\n")  # fmt: skip

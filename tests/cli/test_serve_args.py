@@ -5,6 +5,7 @@ passed through."""
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -170,5 +171,9 @@ def test_a_server_that_fails_while_serving_exits_1(monkeypatch, capsys):
     monkeypatch.setattr(serve_cmd, "PolicyServer", DyingServer)
     monkeypatch.setattr(serve_cmd, "load", lambda plan, args: loading.load_runtime(str(MICRO), random_weights=True))
     args = parse_args(["serve", "--policy", str(MICRO), "--random-weights", "--stats-every", "0", "--no-warmup"])
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     assert serve_cmd.run(args) == 1
     assert "the server stopped: RuntimeError('model thread died')" in capsys.readouterr().err
+    # serving installs its SIGINT / SIGTERM handlers; run in-process, it must give pytest's back, or the suite ignores
+    # Ctrl-C and SIGTERM from then on (as it did)
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers

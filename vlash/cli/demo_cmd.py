@@ -1,6 +1,7 @@
 """`vlash demo`: serve the shipped simulation policy on the CPU in a child process and drive the simulated arm
-through it over ZeroMQ at 30 Hz; print a summary and write a plot. `--inject-latency MS` compares execution
-modes (sync, vlash, faster) under a slower server, side by side.
+through it over ZeroMQ at 30 Hz; print a summary (the rows of `vlash run`'s, defined in docs/METHODS.md "Run
+summary") and write a plot. `--inject-latency MS` compares execution modes (sync, vlash, faster) under a slower
+server, side by side, and says how much of each chunk latency was injected.
 
     vlash demo                                   # ~20 s, demo.png
     vlash demo --inject-latency 150              # sync vs vlash vs faster, 20 s each
@@ -18,10 +19,11 @@ from rich.text import Text
 
 from robot_io.errors import RobotIOError
 from robot_io.executors import EXECUTION_MODES
+from robot_io.run_summary import ROWS_NOTE
 from vlash.cli.cpu_threads import server_threads
 from vlash.cli.run_cmd import status_line
 from vlash.demo.plot import plot_demo
-from vlash.demo.report import summary_table
+from vlash.demo.report import injection_note, summary_table
 from vlash.demo.server_process import ServerProcess
 from vlash.demo.session import DemoConfig, run_modes
 from vlash.errors import CheckpointError, ConfigError
@@ -112,5 +114,8 @@ def run(args: argparse.Namespace) -> int:
     latency = f", +{args.inject_latency:g} ms injected" if args.inject_latency else ""
     title = f"vlash demo: sim:{args.task} at {args.fps:g} Hz{latency}"
     console.print(summary_table(results, title))
+    console.print(ROWS_NOTE, soft_wrap=True)
+    if args.inject_latency:
+        console.print(injection_note(results, args.inject_latency), soft_wrap=True)
     console.print(f"wrote {plot_demo(results, args.plot, title)}")
     return 0

@@ -7,8 +7,10 @@ robot computer, where only numpy, pyzmq, msgpack and pyyaml are installed).
 
 Every argument is checked before anything connects (one line, rc 2). The exit status says whether the robot was
 driven: rc 1, with the reason on stderr after the summary, when no chunk ever ran or the watchdog held more than
---max-hold-share of the ticks besides the waits by design. Memory stays bounded however long the run; --trace
-streams every tick and chunk to a file.
+--max-hold-share of the ticks not by design; more than 10% is called out on stderr with rc 0. Ctrl-C (SIGINT) or
+SIGTERM stops the run after its current tick: the hold is commanded, the summary printed and --json / --trace
+written, then rc 130 (143 for SIGTERM); a second one stops at once. Memory stays bounded however long the run;
+--trace streams every tick and chunk to a file.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from robot_io.executors.images import parse_camera_map
 from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
 from robot_io.robots import Robot, make_robot
-from robot_io.run_summary import MAX_HOLD_SHARE
+from robot_io.run_summary import LABELS, MAX_HOLD_SHARE, ROWS_NOTE
 from robot_io.run_trace import JsonLinesTrace, JsonReport
-from robot_io.runner import RunConfig, RunSummary, run_robot
+from robot_io.runner import RunConfig, RunResult, RunSummary, run_robot
+from robot_io.stop_signals import StopRequest, handle_stop_signals
 from vlash.errors import ConfigError
 
 DEFAULT_HORIZON = 10  # s when --horizon is not given and the policy's chunk is long enough (pi0.5: 50)
@@ -47,7 +50,11 @@ the chunk it is running until it runs out (up to a whole chunk, e.g. 49 ticks of
 the watchdog holds: right when a healthy server is only slow. With --on-link-loss hold the chunk stops at the
 tick the link counts as lost and the watchdog holds from then on: the robot moves without a server for at
 most --link-timeout plus one period after the first unanswered request; when replies return, it starts afresh
-with a first (sync) chunk."""
+with a first (sync) chunk. Each loss and return is printed with the time of day.
+
+Ctrl-C (or SIGTERM) ends the run after its current tick: the hold is commanded, the summary printed with what the
+robot was left doing and --json / --trace written, then the exit status is 130 (143); a second Ctrl-C stops at
+once. The summary's rows are defined in docs/METHODS.md, "Run summary"."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -94,8 +101,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--on-link-loss", choices=LINK_LOSS_POLICIES, default=ExecutorConfig.on_link_loss, help="once "
                    "the link is lost: finish the running chunk, then hold, or hold at once")  # fmt: skip
     p.add_argument("--max-hold-share", type=float, default=MAX_HOLD_SHARE, metavar="F", help="exit with status 1 "
-                   "when the watchdog held more than this share of the ticks besides the waits by design (the first "
-                   "chunk, sync), or when no chunk ran")  # fmt: skip
+                   "when the watchdog held more than this share of the ticks not by design (the waits for an "
+                   "episode's first chunk and sync's are by design), or when no chunk ran")  # fmt: skip
     p.add_argument("--server-key", type=Path, default=None, help="CurveZMQ: the server's public key file")
     p.add_argument("--client-key", type=Path, default=None, help="CurveZMQ: this client's secret key file")
     p.add_argument("--json", type=Path, default=None, help="write the summary and every chunk record here (one "
@@ -209,17 +216,14 @@ class StatusPrinter:
 
 
 def summary_text(summary: RunSummary) -> str:
-    """The summary as aligned plain text: a title, then one `metric  value` row per field."""
-    rows = []
-    for key, value in summary.as_dict().items():
-        if key in ("mode", "rate_hz"):
-            continue
-        text = "-" if value is None else f"{value:.1f}" if isinstance(value, float) else str(value)
-        rows.append((key.replace("_", " "), text))
+    """The summary as aligned plain text: a title, one `label  value` row per field (LABELS), and where the rows are
+    defined (ROWS_NOTE)."""
+    rows = [(label, summary.cell(name)) for name, label in LABELS.items()]
     label = max(len(k) for k, _ in rows)
     width = max(len(v) for _, v in rows)
     title = f"vlash run: {summary.mode} at {summary.rate_hz:g} Hz"
-    return "\n".join([title, *(f"  {k:<{label}}  {v:>{width}}" for k, v in rows)])
+    rows_text = (f"  {k:<{label}}  {v:>{width}}" for k, v in rows)
+    return "\n".join([title, *rows_text, f"  {ROWS_NOTE}"])
 
 
 def _curve(args: argparse.Namespace) -> CurveClientKeys | None:
@@ -255,28 +259,48 @@ def run(args: argparse.Namespace) -> int:
     check_args(args)
     curve = _curve(args)
     robot = None if args.robot == "mock" else _robot(args)  # the mock arm: once the server said the policy's shape
-    with ExitStack() as stack:
-        traces = _open_traces(args, stack)
-        client = stack.enter_context(PolicyClient(args.server, args.timeout, f"vlash-run:{args.robot}", curve))
-        try:
-            metadata = client.connect()
-        except RobotIOError as exc:  # no server, protocol mismatch
-            raise ConfigError(f"{type(exc).__name__}: {exc}") from None
-        robot = robot or _robot(args, metadata)
-        horizon = args.horizon or default_horizon(metadata.chunk_length, args.quantize)
-        check_delay(args, horizon)
-        config = build_config(args, horizon)
-        printer = StatusPrinter()
-        try:
-            result = run_robot(robot, client, config, status=printer, traces=traces, metadata=metadata)
-        except RobotIOError as exc:  # no server, protocol mismatch, robot/policy mismatch, camera trouble at setup
-            raise ConfigError(f"{type(exc).__name__}: {exc}") from None
-        finally:
-            printer.close()
-    print(summary_text(result.summary))
+    stop = StopRequest()
+    try:
+        with ExitStack() as stack:
+            traces = _open_traces(args, stack)
+            client = stack.enter_context(PolicyClient(args.server, args.timeout, f"vlash-run:{args.robot}", curve))
+            stack.enter_context(handle_stop_signals(stop))  # the first signal ends the loop; a second one raises
+            try:
+                metadata = client.connect()
+            except RobotIOError as exc:  # no server, protocol mismatch
+                raise ConfigError(f"{type(exc).__name__}: {exc}") from None
+            robot = robot or _robot(args, metadata)
+            horizon = args.horizon or default_horizon(metadata.chunk_length, args.quantize)
+            check_delay(args, horizon)
+            config = build_config(args, horizon)
+            printer = StatusPrinter()
+            try:
+                result = run_robot(robot, client, config, status=printer, traces=traces, stop=stop.event,
+                                   metadata=metadata)  # fmt: skip
+            except RobotIOError as exc:  # no server, protocol mismatch, robot/policy mismatch, camera trouble at setup
+                raise ConfigError(f"{type(exc).__name__}: {exc}") from None
+            finally:
+                printer.close()
+    except KeyboardInterrupt:  # a second signal (or Ctrl-C before the handlers): robot disconnected, files closed
+        after = f"a second signal after {stop.name}" if stop.signum is not None else "Ctrl-C"
+        print(f"vlash run: stopped at once by {after}: no hold commanded, no summary", file=sys.stderr)
+        return stop.exit_code or 130
+    return report(result, traces, stop, args.max_hold_share)
+
+
+def report(result: RunResult, traces: list, stop: StopRequest, max_hold_share: float) -> int:
+    """Print the summary, the files written, how a stopped run left the robot and any trouble; the exit status."""
+    summary = result.summary
+    print(summary_text(summary))
     for trace in traces:
         print(f"wrote {trace.path}" if trace.error is None else f"{trace.path} is incomplete: {trace.error}")
-    if (reason := result.summary.unusable_reason(args.max_hold_share)) is not None:
+    if result.stopped:
+        print(f"vlash run: stopped by {stop.name} after {summary.duration_s:.1f} s ({summary.ticks} "
+              f"ticks); the robot {result.left}")  # fmt: skip
+    if (reason := summary.unusable_reason(max_hold_share)) is not None:
         print(f"vlash run: the robot did not get usable chunks: {reason}", file=sys.stderr)
-        return 1
-    return 0
+    elif (warning := summary.hold_warning()) is not None:
+        print(f"vlash run: warning: {warning}", file=sys.stderr)
+    if result.stopped:
+        return stop.exit_code or 130
+    return 1 if reason is not None else 0

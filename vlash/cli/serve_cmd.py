@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from robot_io.stop_signals import handle_stop_signals
 from vlash.cli.checkpoint_args import add_checkpoint_options, checkpoint_options
 from vlash.cli.cpu_threads import RULE, server_threads
 from vlash.cli.engine_args import add_torch_engine_arguments, torch_engine_options
@@ -214,34 +214,33 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()  # SIGINT / SIGTERM, or a serving thread that died (the server then stops itself)
     metadata = policy_metadata(runtime, loaded.model_id, served.engine, loaded.precision)
     server = PolicyServer(runtime, metadata, config, on_failure=lambda exc: stop.set())
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    endpoint = server.start()
-    openpi = None
-    try:
-        if openpi_config is not None:  # openpi websocket clients, each through its own client of this server
-            openpi = OpenpiEndpoint(server, openpi_config)
-            print(f"vlash serve: openpi clients on {openpi.start()} (observations: {openpi.map_name})", flush=True)
-        print(  # the last startup line: everything is listening once it is out
-            f"vlash serve: {loaded.model_id} ({loaded.params / 1e6:.1f}M params, {loaded.precision}) "
-            f"engine={served.engine} device={runtime.engine.device} threads={torch.get_num_threads()}"
-            f"{'' if args.threads else ' (all cores but one)'} "
-            f"steps={runtime.num_steps} schedule={runtime.schedule} load {loaded.load_s:.1f} s "
-            f"warm-up {server.warm_up_s:.1f} s serving on {endpoint}",
-            flush=True,
-        )
-        last = ""
-        while not stop.wait(args.stats_every if args.stats_every > 0 else None):
-            line = server.stats.line(len(server.jobs))
-            if line != last:  # quiet while idle
-                print(f"vlash serve: {line}", flush=True)
-                last = line
-    finally:
-        if openpi is not None:
-            openpi.stop()  # before the server: it closes this endpoint's clients
-        server.stop()
-        print(f"vlash serve: stopped; {server.stats.line()}", flush=True)
-        sys.stdout.flush()
+    with handle_stop_signals(lambda signum: stop.set()):  # the handlers before it come back when serving ends
+        endpoint = server.start()
+        openpi = None
+        try:
+            if openpi_config is not None:  # openpi websocket clients, each through its own client of this server
+                openpi = OpenpiEndpoint(server, openpi_config)
+                print(f"vlash serve: openpi clients on {openpi.start()} (observations: {openpi.map_name})", flush=True)
+            print(  # the last startup line: everything is listening once it is out
+                f"vlash serve: {loaded.model_id} ({loaded.params / 1e6:.1f}M params, {loaded.precision}) "
+                f"engine={served.engine} device={runtime.engine.device} threads={torch.get_num_threads()}"
+                f"{'' if args.threads else ' (all cores but one)'} "
+                f"steps={runtime.num_steps} schedule={runtime.schedule} load {loaded.load_s:.1f} s "
+                f"warm-up {server.warm_up_s:.1f} s serving on {endpoint}",
+                flush=True,
+            )
+            last = ""
+            while not stop.wait(args.stats_every if args.stats_every > 0 else None):
+                line = server.stats.line(len(server.jobs))
+                if line != last:  # quiet while idle
+                    print(f"vlash serve: {line}", flush=True)
+                    last = line
+        finally:
+            if openpi is not None:
+                openpi.stop()  # before the server: it closes this endpoint's clients
+            server.stop()
+            print(f"vlash serve: stopped; {server.stats.line()}", flush=True)
+            sys.stdout.flush()
     if server.failure is not None:  # non-zero, so a supervisor (systemd, k8s) restarts the server
         print(f"vlash serve: error: the server stopped: {server.failure!r}", file=sys.stderr, flush=True)
         return 1

@@ -47,6 +47,7 @@ class Row:
     needed: int = 0  # leading rows of the chunk the request asks for (PolicyRuntime.rows_needed)
     failure: Exception | None = None  # why it cannot go on (cancelled, its partial ACTIONS refused): dropped
     answered: bool = False  # its last reply went out (at once when dropped, else once its request is over)
+    injected_ms: float = 0.0  # emulated device time (inject_latency_ms) spent while it ran, measured
 
     def __post_init__(self) -> None:
         self.request = ChunkRequest.from_infer(self.job.infer)
@@ -170,13 +171,18 @@ class InferenceWorker(threading.Thread):
 
     def _stage_hook(self, rows: list[Row]) -> Callable[[str], None]:
         def hook(stage: str) -> None:
-            """Emulated device time, once per stage of the batch; cut short once no row is left running."""
-            deadline = time.monotonic() + self._stage_s
+            """Emulated device time, once per stage of the batch; cut short once no row is left running. Each row
+            running counts what was spent (its reply's `injected_ms`)."""
+            start = time.monotonic()
+            deadline = start + self._stage_s
             while (left := deadline - time.monotonic()) > 0:
                 live = [row for row in rows if row.live]
                 if not live:
-                    return
+                    break
                 live[0].job.cancelled.wait(left)
+            spent_ms = (time.monotonic() - start) * 1e3
+            for row in rows:
+                row.injected_ms += spent_ms if row.live else 0.0
 
         return hook
 
@@ -218,6 +224,8 @@ class InferenceWorker(threading.Thread):
         timing = {"queue_ms": row.queue_ms, **outcome.timing_ms}
         timing.update({f"step_{i}_ms": ms for i, ms in enumerate(outcome.step_ms)})
         timing["server_ms"] = (time.monotonic_ns() - job.received_ns) / 1e6
+        if self._stage_s > 0:  # of which emulated (--inject-latency): what a slower device would have added
+            timing["injected_ms"] = row.injected_ms
         first_action_ms = row.queue_ms + outcome.timing_ms["first_action_ms"]
         # rows [0, final_rows): the whole chunk, or the rows an early stop left final (docs/PROTOCOL.md, ACTIONS)
         rows = outcome.actions[: outcome.final_rows]
