@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 
 from vlash.cli.checkpoint_args import add_checkpoint_options, checkpoint_options
-from vlash.cli.preflight import check_output_dir, positive_int
+from vlash.cli.preflight import add_overwrite_argument, check_output_dir, positive_int
 from vlash.errors import ConfigError
+from vlash.output_kinds import OutputKind
 from vlash.progress import clock_text
 
 HELP = "convert a LeRobot or openpi (PyTorch or JAX) checkpoint into a vlash policy directory"
@@ -29,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help=HELP)
     p.add_argument("--from", dest="source_kind", choices=SOURCES, required=True, help="the source's layout")
     p.add_argument("source", type=Path, help="checkpoint directory (openpi-jax: the root holding params/ and assets/)")
-    p.add_argument("--out", type=Path, required=True, help="vlash policy directory to write (replaced atomically)")
+    p.add_argument("--out", type=Path, required=True, help="vlash policy directory to write (new or empty; atomically)")
+    add_overwrite_argument(p, OutputKind.POLICY)
     p.add_argument(
         "--action-horizon",
         type=positive_int,
@@ -55,7 +57,7 @@ def check_paths(args: argparse.Namespace) -> None:
     source, out = args.source.resolve(), args.out.resolve()
     if out == source or source in out.parents:
         raise ConfigError(f"--out {str(args.out)!r} is (inside) the source {str(args.source)!r}; write elsewhere")
-    check_output_dir(args.out, "--out")
+    check_output_dir(args.out, "--out", OutputKind.POLICY, args.overwrite)
     if args.action_horizon is not None and args.source_kind != "openpi-jax":
         raise ConfigError("--action-horizon applies to --from openpi-jax (other layouts store their chunk length)")
 
