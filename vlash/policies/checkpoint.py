@@ -20,6 +20,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from vlash.errors import CheckpointError
+from vlash.policies.dtypes import DTYPE_NAMES
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.layers import RMSNorm
 from vlash.policies.pi05.model import Pi05Model
@@ -41,14 +42,7 @@ PREFIX_MAP: tuple[tuple[str, str], ...] = (
 UNUSED_KEYS = (_PWE + "paligemma.lm_head.weight", _PWE + "gemma_expert.lm_head.weight")
 TIED_EMBEDDING = (_PWE + "paligemma.lm_head.weight", "vlm.embed_tokens.weight")
 LAYOUTS = ("lerobot", "openpi-pytorch", "vlash")
-DTYPES = {
-    "fp32": torch.float32,
-    "float32": torch.float32,
-    "bf16": torch.bfloat16,
-    "bfloat16": torch.bfloat16,
-    "fp16": torch.float16,
-    "float16": torch.float16,
-}
+DTYPES = {name: getattr(torch, dtype) for name, dtype in DTYPE_NAMES.items()}
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
