@@ -102,14 +102,21 @@ def save_weights(model: Pi05Model, path: str | Path, layout: str = "vlash") -> N
     tmp.replace(path)
 
 
-def _mismatch_report(missing: list[str], unexpected: list[str], shapes: list[str], path: Path) -> str:
+SIZE_HINT = (
+    "its tensors have other shapes than {model}'s: give the model's sizes, `--model-config PRESET|YAML` for a LeRobot "
+    "or openpi checkpoint (e.g. pi05-tiny; default: pi0.5's full size), or the preset it was made from"
+)
+
+
+def _mismatch_report(missing: list[str], unexpected: list[str], shapes: list[str], path: Path, model: str) -> str:
     def listing(title: str, items: list[str]) -> str:
         shown = "\n    ".join(items[:20])
         more = f"\n    ... and {len(items) - 20} more" if len(items) > 20 else ""
         return f"\n  {title} ({len(items)}):\n    {shown}{more}" if items else ""
 
+    hint = f"; {SIZE_HINT.format(model=model)}" if shapes else ""
     return (
-        f"checkpoint {path} does not fit the model:"
+        f"checkpoint {path} does not fit the model{hint}:"
         + listing("missing keys", missing)
         + listing("unexpected keys", unexpected)
         + listing("shape mismatches", shapes)
@@ -140,7 +147,7 @@ def map_state_dict(
         mapped[tied_dst] = tensors[tied_key]
     missing = sorted(set(expected) - set(mapped))
     if missing or unexpected or shapes:
-        raise CheckpointError(_mismatch_report(missing, sorted(unexpected), shapes, path))
+        raise CheckpointError(_mismatch_report(missing, sorted(unexpected), shapes, path, model.config.name))
     return {k: v.to(dtype) for k, v in mapped.items()}
 
 
