@@ -1,4 +1,4 @@
-"""The engine interface every backend implements, and the registry that builds them by name."""
+"""The engine interface every backend implements, and building one by name (the names: vlash.engines.registry)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from vlash.engines.registry import _REGISTRY, available_engines
 from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
@@ -105,7 +106,6 @@ class ArtifactEngine(Engine):
         return self.manifest.batch
 
 
-_REGISTRY: dict[str, tuple[str, str]] = {}  # name -> (module, extra to install)
 _LOADED: dict[str, type[Engine]] = {}
 
 
@@ -118,14 +118,6 @@ def register_engine(name: str) -> Callable[[type[Engine]], type[Engine]]:
     return wrap
 
 
-def declare_backend(name: str, module: str, extra: str) -> None:
-    _REGISTRY[name] = (module, extra)
-
-
-def available_engines() -> list[str]:
-    return sorted(_REGISTRY)
-
-
 def create_engine(name: str, **kwargs: Any) -> Engine:
     """Build the named backend; a missing optional dependency becomes EngineUnavailable with the fix."""
     if name not in _REGISTRY:
@@ -136,8 +128,3 @@ def create_engine(name: str, **kwargs: Any) -> Engine:
     except ImportError as exc:
         raise EngineUnavailable(f"engine {name!r} needs `pip install vlash[{extra}]` ({exc})") from exc
     return _LOADED[name](**kwargs)
-
-
-declare_backend("torch", "vlash.engines.torch_engine", extra="dev")
-declare_backend("onnxruntime", "vlash.engines.onnx_engine", extra="onnx")
-declare_backend("tensorrt", "vlash.engines.tensorrt_engine", extra="trt")

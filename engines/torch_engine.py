@@ -12,13 +12,12 @@ import torch
 from torch import Tensor
 
 from vlash.engines.base import Engine, register_engine
+from vlash.engines.registry import COMPILE_MODES, GRAPHS
 from vlash.engines.static_program import StaticPrograms
 from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05.model import Pi05Inputs, Pi05Model, PrefixCache
 from vlash.sampling.span import StepSpan
 
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-GRAPHS = ("chunk", "step")  # TorchEngine(graphs=...): a span per run of steps up to the next report, or per step
 StepFn = Callable[[Tensor, Tensor, PrefixCache], Tensor]
 CACHE_FIELDS = tuple(f.name for f in fields(PrefixCache))
 INPUT_FIELDS = tuple(f.name for f in fields(Pi05Inputs))

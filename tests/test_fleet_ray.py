@@ -243,7 +243,7 @@ def test_vlash_serve_keeps_the_fleet_flags_and_the_zeromq_flags_apart():
 
     preset = ["serve", "--policy", "pi05-tiny", "--random-weights"]
     with pytest.raises(ConfigError, match="--replicas configure a Ray Serve fleet: add --ray"):
-        serve_cmd.plan(parse_args([*preset, "--replicas", "2"]))
+        serve_cmd.check_args(parse_args([*preset, "--replicas", "2"]))
     with pytest.raises(ConfigError, match="--bind, --threads configure the ZeroMQ server"):
         serve_cmd.run(parse_args([*preset, "--ray", "--bind", "tcp://127.0.0.1:6000", "--threads", "2"]))
     with pytest.raises(ConfigError, match="needs a fixed port"):

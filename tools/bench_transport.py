@@ -31,9 +31,11 @@ import argparse
 import json
 import multiprocessing
 import os
+import queue
 import tempfile
 import threading
 import time
+from collections.abc import Generator
 from contextlib import ExitStack
 from types import SimpleNamespace
 
@@ -42,6 +44,7 @@ import zmq
 
 from robot_io.client import PolicyClient
 from robot_io.protocol import Actions, CameraSpec, Hello, Infer, Metadata, decode, encode
+from vlash.generator_run import GeneratorRun
 
 CHUNK = np.random.default_rng(0).standard_normal((50, 32)).astype(np.float32)
 METADATA = Metadata(
@@ -105,23 +108,30 @@ def serve_openpi_echo(ready, stop) -> None:
         server.shutdown()
 
 
-class EchoStream:
-    """A request stream that is already done: no partial pieces, the final result (CHUNK) at once."""
+ECHO_RESULT = SimpleNamespace(
+    actions=CHUNK, timing_ms={"first_action_ms": 0.0, "total_ms": 0.0}, step_ms=[], final_rows=50
+)
 
-    def __init__(self) -> None:
-        self.result = SimpleNamespace(actions=CHUNK, timing_ms={"first_action_ms": 0.0, "total_ms": 0.0}, step_ms=[])
 
-    def __iter__(self):
-        return iter(())
+def echo_batch(count: int, stage_hook) -> Generator[None, None, list]:
+    """A batch of `count` requests that is done at once: no partial pieces, every row's result CHUNK."""
+    stage_hook("prefill")  # the server's emulated device time (none here: --inject-latency is 0)
+    return [ECHO_RESULT] * count
+    yield  # a generator, as PolicyRuntime.stream_batch's
 
 
 class EchoRuntime:
-    """Stands in for PolicyRuntime inside PolicyServer: every request's chunk is CHUNK, without a model."""
+    """Stands in for PolicyRuntime inside PolicyServer (the interface its model thread uses): every request's chunk
+    is CHUNK, without a model."""
 
     horizon, num_steps = 50, 1
+    max_batch = None  # any batch size, as the torch engine
 
-    def stream(self, request, hook) -> EchoStream:
-        return EchoStream()
+    def rows_needed(self, request) -> int:
+        return self.horizon  # the whole chunk: no early stop
+
+    def stream_batch(self, requests, row_hooks, stage_hook) -> GeneratorRun:
+        return GeneratorRun(echo_batch(len(requests), stage_hook))
 
 
 def serve_vlash(ready, stop) -> None:
@@ -147,7 +157,20 @@ class ServerProcess:
         ready, self._stop = ctx.Queue(), ctx.Event()
         self._process = ctx.Process(target=target, args=(ready, self._stop, *args), daemon=True)
         self._process.start()
-        self.address = ready.get(timeout=START_S)
+        self.address = self._wait_ready(ready, target.__name__)
+
+    def _wait_ready(self, ready, name: str):
+        """The address the process puts once it serves; RuntimeError at once if it dies first (a crash in the
+        server), not after START_S."""
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline:
+            try:
+                return ready.get(timeout=0.5)
+            except queue.Empty:
+                if not self._process.is_alive():
+                    raise RuntimeError(f"{name} exited ({self._process.exitcode}) before serving") from None
+        self.close()
+        raise TimeoutError(f"{name} did not serve within {START_S:g} s")
 
     def close(self) -> None:
         self._stop.set()

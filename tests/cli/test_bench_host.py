@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-import vlash.cli.bench_cmd as bench_cmd
+import vlash.bench as bench
+import vlash.devices.host_rates as host_rates
 from vlash.bench import BenchSettings, roofline_ms
 from vlash.cli.main import main
 from vlash.devices import load_profile
@@ -20,7 +21,7 @@ RATES = HostRates(120.0, 9.0, 1, "test cpu", "test torch", "2026-01-01T00:00:00+
 
 @pytest.fixture
 def host(monkeypatch):
-    monkeypatch.setattr(bench_cmd, "cached_host_rates", lambda threads, remeasure=False: (RATES, "cache.json"))
+    monkeypatch.setattr(host_rates, "cached_host_rates", lambda threads, remeasure=False: (RATES, "cache.json"))
 
 
 @pytest.mark.parametrize(
@@ -34,7 +35,7 @@ def test_compile_without_an_engine_means_torch_and_the_profile_sets_the_rest(mon
         built.update(engine=engine_name, compile=kwargs.get("compile_mode"))  # none for other engines
         raise ConfigError("stop here")
 
-    monkeypatch.setattr(bench_cmd, "make_engine", capture)
+    monkeypatch.setattr(bench, "make_engine", capture)
     assert main(["bench", "--policy", "pi05-tiny", "--device", "cpu", *flags]) == 2
     assert built["engine"] == engine and built["compile"] == ("default" if "--compile" in flags else None)
     assert "floor from this host: 120 GFLOP/s fp32 GEMM, 9.0 GB/s copy" in capsys.readouterr().out

@@ -48,6 +48,7 @@ def test_missing_shipped_policy_is_a_clean_error_with_a_way_forward(capsys):
         (["--duration", "0"], "duration"),
         (["--duration", "inf"], "DemoConfig.duration_s must be > 0, got inf"),
         (["--horizon", "0"], "execution_horizon must be an int >= 1, got 0"),
+        (["--plot", "."], "--plot '.' is a directory; give a file name"),  # said before the demo runs, not after
     ],
 )
 def test_bad_arguments_name_the_problem(argv, match, capsys, tmp_path):

@@ -52,9 +52,9 @@ def busy_port():
 
 @pytest.fixture
 def serve_cannot_load(monkeypatch):
-    import vlash.cli.serve_cmd as serve_cmd
+    import vlash.cli.serve_run as serve_run
 
-    monkeypatch.setattr(serve_cmd, "load_runtime", refuse("the policy load"))
+    monkeypatch.setattr(serve_run, "load_runtime", refuse("the policy load"))
 
 
 def test_serve(serve_cannot_load, busy_port, tmp_path, capsys):
@@ -76,9 +76,9 @@ def test_serve_refuses_checkpoint_options_a_vlash_directory_does_not_take(serve_
 
 
 def test_bench(monkeypatch, capsys):
-    import vlash.cli.bench_cmd as bench_cmd
+    import vlash.bench as bench
 
-    monkeypatch.setattr(bench_cmd, "make_engine", refuse("the engine build"))
+    monkeypatch.setattr(bench, "make_engine", refuse("the engine build"))
     assert "--steps: expected an integer >= 1" in one_line_error(
         ["bench", "--policy", "pi05-tiny", "--steps", "0"], capsys
     )
@@ -160,9 +160,9 @@ def test_convert(monkeypatch, tmp_path, capsys):
 
 
 def test_info(monkeypatch, capsys):
-    import vlash.cli.info_cmd as info_cmd
+    import vlash.policies.pi05.model as model
 
-    monkeypatch.setattr(info_cmd, "Pi05Model", refuse("building the model"))
+    monkeypatch.setattr(model, "Pi05Model", refuse("building the model"))
     assert "no such directory" in one_line_error(["info", "--policy", "./no_such_policy"], capsys)
     assert "vlash info takes a preset" in one_line_error(["info", "--policy", "oracle"], capsys)
 

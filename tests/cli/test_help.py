@@ -1,14 +1,18 @@
-"""`--help` shows every real default and no "(default: None)"; a bad argument is one line; `vlash --version`."""
+"""`--help` shows every real default and no "(default: None)"; a bad argument is one line that points to the
+command's own --help; `vlash --version`; output into a closed pipe ends quietly."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 
 import pytest
 
 import vlash
 from vlash.cli.help_format import DefaultsHelpFormatter, default_text, has_default
-from vlash.cli.main import COMMANDS, command_parser, main
+from vlash.cli.main import COMMANDS, SIGPIPE_STATUS, command_parser, main
 
 
 def _command(name: str) -> argparse.ArgumentParser:
@@ -48,3 +52,36 @@ def test_a_bad_argument_is_one_line(argv, capsys):
         main(argv)
     err = capsys.readouterr().err.strip()
     assert exited.value.code == 2 and err.count("\n") == 0 and ": error: " in err and "--help" in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["export", "--policy", "pi05-tiny", "--out", "x", "--bogus", "1"], "unrecognized arguments: --bogus 1"),
+        (["serve", "--policy", "pi05-tiny", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["export"], "the following arguments are required"),
+    ],
+)
+def test_a_commands_bad_argument_points_to_its_own_help(argv, says, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and err.startswith(f"vlash {argv[0]}: error: ") and says in err, err
+    assert err.endswith(f"(`vlash {argv[0]} --help` lists the options)"), err
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    """`vlash info --json | head`: a reader that went away is no traceback; the status is a shell's for SIGPIPE."""
+    read, write = os.pipe()
+    os.close(read)  # gone before the command writes: its first flush fails, on any machine
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "vlash.cli.main", "info", "--json", "--policy", "pi05-tiny"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert run.returncode == SIGPIPE_STATUS and run.stderr == "", run.stderr[-2000:]

@@ -1,5 +1,6 @@
 """The `vlash` entry point imports a command's module only when that command runs: `vlash run` (the robot
-computer's command) must work without torch, and `vlash --help` lists every command without importing any."""
+computer's command) must work without torch, `vlash --help` lists every command without importing any, and no
+command's module imports torch before the command checked its arguments."""
 
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ def test_run_help_works_with_torch_blocked():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "--server" in out.stdout and "usage: vlash run" in out.stdout
     assert "loaded ['vlash.cli.run_cmd']" in out.stdout
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_commands_help_works_with_torch_blocked(name):
+    """A command's module imports no torch: its arguments (paths above all) are checked before torch loads."""
+    out = run_blocked(name, "--help")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"usage: vlash {name}" in out.stdout and f"'{COMMANDS[name][0]}'" in out.stdout.splitlines()[-1]
 
 
 def test_top_level_help_lists_every_command_without_importing_one():

@@ -11,6 +11,7 @@ import pytest
 
 import vlash.cli.cpu_threads as cpu_threads
 import vlash.cli.serve_cmd as serve_cmd
+import vlash.cli.serve_run as serve_run
 from robot_io.client import PolicyClient
 from tests.serve_process import ServeProcess
 from tests.server.conftest import MICRO, write_policy
@@ -33,9 +34,9 @@ def test_server_threads_leave_the_robot_a_core(cores, threads):
 def test_serve_defaults_to_all_cores_but_one(monkeypatch):
     """torch's default, every core, starved a robot process on a 2-core box (0 chunks, 300/300 holds)."""
     monkeypatch.setattr(cpu_threads, "available_cores", lambda: 2)
-    assert serve_cmd.plan(parse_args(["serve", "--policy", str(MICRO), "--random-weights"])).threads == 1
+    assert serve_run.plan(parse_args(["serve", "--policy", str(MICRO), "--random-weights"])).threads == 1
     assert (
-        serve_cmd.plan(parse_args(["serve", "--policy", str(MICRO), "--random-weights", "--threads", "2"])).threads == 2
+        serve_run.plan(parse_args(["serve", "--policy", str(MICRO), "--random-weights", "--threads", "2"])).threads == 2
     )
 
 
@@ -63,11 +64,11 @@ class Recorder:
 @pytest.mark.parametrize("flag", ["--policy", "--checkpoint"])
 def test_a_directory_is_served_from_its_path(policy_dir, monkeypatch, flag):
     loader = Recorder()
-    monkeypatch.setattr(serve_cmd, "load_runtime", loader)
+    monkeypatch.setattr(serve_run, "load_runtime", loader)
     args = parse_args(["serve", flag, str(policy_dir), "--allow-failed-gate"])
-    plan = serve_cmd.plan(args)
+    plan = serve_run.plan(args)
     assert plan.source.kind is PolicyKind.DIRECTORY and plan.engine == "torch"
-    assert serve_cmd.load(plan, args) == "loaded"
+    assert serve_run.load(plan, args) == "loaded"
     policy, checkpoint, random_weights = loader.args[:3]
     assert (policy, checkpoint, random_weights) == (None, policy_dir, False)
     assert loader.kwargs == {
@@ -81,10 +82,10 @@ def test_a_directory_is_served_from_its_path(policy_dir, monkeypatch, flag):
 
 def test_a_preset_is_served_with_random_weights(monkeypatch):
     loader = Recorder()
-    monkeypatch.setattr(serve_cmd, "load_runtime", loader)
+    monkeypatch.setattr(serve_run, "load_runtime", loader)
     args = parse_args(["serve", "--policy", str(MICRO), "--random-weights"])
-    plan = serve_cmd.plan(args)
-    serve_cmd.load(plan, args)
+    plan = serve_run.plan(args)
+    serve_run.load(plan, args)
     assert loader.args[:3] == (str(MICRO), None, True)
     assert loader.kwargs == {
         "allow_failed_gate": False,
@@ -100,21 +101,21 @@ def test_cuda_graphs_are_chosen_on_a_gpu_and_refused_on_a_cpu():
     default; on a CPU the flag is refused in one line before anything loads."""
     base = ["serve", "--policy", str(MICRO), "--random-weights"]
     with pytest.raises(ConfigError, match="--cuda-graphs needs a CUDA device"):
-        serve_cmd.plan(parse_args([*base, "--device", "cpu", "--cuda-graphs"]))
-    options = serve_cmd.plan(parse_args([*base, "--device", "h100"])).engine_options  # profiles name no GPU index
+        serve_run.plan(parse_args([*base, "--device", "cpu", "--cuda-graphs"]))
+    options = serve_run.plan(parse_args([*base, "--device", "h100"])).engine_options  # profiles name no GPU index
     assert options == {"compile_mode": None, "graphs": "chunk"}
-    options = serve_cmd.plan(parse_args([*base, "--device", "h100", "--cuda-graphs", "step", "--compile", "default"]))
+    options = serve_run.plan(parse_args([*base, "--device", "h100", "--cuda-graphs", "step", "--compile", "default"]))
     assert options.engine_options == {"compile_mode": "default", "graphs": "step"}
-    reduce_overhead = serve_cmd.plan(parse_args([*base, "--device", "h100", "--compile", "reduce-overhead"]))
+    reduce_overhead = serve_run.plan(parse_args([*base, "--device", "h100", "--compile", "reduce-overhead"]))
     assert reduce_overhead.engine_options["graphs"] is None  # its own graphs replace the profile's
-    assert serve_cmd.plan(parse_args([*base, "--device", "cpu"])).engine_options["graphs"] is None
+    assert serve_run.plan(parse_args([*base, "--device", "cpu"])).engine_options["graphs"] is None
 
 
 def test_a_reachable_bind_needs_keys_or_insecure():
     args = ["serve", "--policy", str(MICRO), "--random-weights", "--bind", "tcp://0.0.0.0:0"]
     with pytest.raises(ConfigError, match="--insecure"):
-        serve_cmd.plan(parse_args(args))
-    assert serve_cmd.plan(parse_args([*args, "--insecure"])).config.insecure
+        serve_run.plan(parse_args(args))
+    assert serve_run.plan(parse_args([*args, "--insecure"])).config.insecure
 
 
 def test_the_openpi_endpoint_needs_insecure_where_it_is_reachable_or_beside_curve_keys(tmp_path):
@@ -127,10 +128,10 @@ def test_the_openpi_endpoint_needs_insecure_where_it_is_reachable_or_beside_curv
         (keys, "no authentication while --curve-keys/--allow require it"),
     ):
         with pytest.raises(ConfigError, match=why) as refused:
-            serve_cmd.plan(parse_args([*base, *flags]))
+            serve_run.plan(parse_args([*base, *flags]))
         assert "--insecure" in str(refused.value) and "\n" not in str(refused.value)
-        assert serve_cmd.plan(parse_args([*base, *flags, "--insecure"])).openpi is not None
-    assert serve_cmd.plan(parse_args(base)).openpi.is_local  # loopback, no keys: served as before
+        assert serve_run.plan(parse_args([*base, *flags, "--insecure"])).openpi is not None
+    assert serve_run.plan(parse_args(base)).openpi.is_local  # loopback, no keys: served as before
 
 
 def test_serve_policy_directory_end_to_end(policy_dir):
@@ -168,8 +169,8 @@ def test_a_server_that_fails_while_serving_exits_1(monkeypatch, capsys):
         def stop(self):
             pass
 
-    monkeypatch.setattr(serve_cmd, "PolicyServer", DyingServer)
-    monkeypatch.setattr(serve_cmd, "load", lambda plan, args: loading.load_runtime(str(MICRO), random_weights=True))
+    monkeypatch.setattr(serve_run, "PolicyServer", DyingServer)
+    monkeypatch.setattr(serve_run, "load", lambda plan, args: loading.load_runtime(str(MICRO), random_weights=True))
     args = parse_args(["serve", "--policy", str(MICRO), "--random-weights", "--stats-every", "0", "--no-warmup"])
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     assert serve_cmd.run(args) == 1

@@ -38,7 +38,7 @@ def test_a_failed_export_leaves_the_previous_artifact_whole(exported, monkeypatc
 
     monkeypatch.setattr(export_module, "export_onnx", broken)
     with pytest.raises(KeyboardInterrupt):
-        main(["export", "--policy", "pi05-tiny", "--random-weights", "--out", str(exported)])
+        main(["export", "--policy", "pi05-tiny", "--random-weights", "--out", str(exported), "--overwrite"])
     assert {p.name: p.stat().st_size for p in exported.iterdir()} == before
     assert not [p for p in exported.parent.iterdir() if p.name.startswith(".")]
 

@@ -85,8 +85,11 @@ def test_wrong_config_reports_shape_mismatch(tiny, tmp_path):
     other = tiny.config.with_overrides(action_horizon=10, vocab_size=512)
     with pytest.raises(
         CheckpointError, match="embed_tokens.weight: checkpoint \\(1024, 192\\) vs model \\(512, 192\\)"
-    ):
+    ) as err:
         load_model(other, tmp_path / "m.safetensors")
+    first = str(err.value).splitlines()[0]  # the line a command's error starts with: what to do about it
+    assert f"other shapes than {other.name}'s" in first and "--model-config PRESET|YAML" in first, first
+    assert "the preset it was made from" in first
 
 
 def test_corrupt_and_absent_files_raise_checkpoint_error(tiny, tmp_path):

@@ -37,18 +37,18 @@ def failed_onnx(micro_policy_dir, tmp_path_factory) -> Path:
 
 
 def test_serve_refuses_a_failed_gate_and_names_its_metrics_and_thresholds(failed_int8):
-    from vlash.cli import serve_cmd
+    from vlash.cli import serve_run
 
     # serve's own plan and load (what `vlash serve` runs before serving; a test cannot block on the serve loop)
     argv = ["serve", "--checkpoint", str(failed_int8), "--bind", "tcp://127.0.0.1:0", "--no-warmup"]
     args = parse_args(argv)
     with pytest.raises(FailedGateError) as refused:
-        serve_cmd.load(serve_cmd.plan(args), args)
+        serve_run.load(serve_run.plan(args), args)
     message = str(refused.value)
     assert "\n" not in message and "torch-int8 gate FAIL" in message and "action cosine min" in message
     assert "(gate >= 1)" in message and "(gate <= 0)" in message and "--allow-failed-gate" in message, message
     args = parse_args([*argv, "--allow-failed-gate"])
-    assert serve_cmd.load(serve_cmd.plan(args), args).gate.verdict == "FAIL"
+    assert serve_run.load(serve_run.plan(args), args).gate.verdict == "FAIL"
 
 
 def test_load_runtime_uses_a_failed_gate_only_when_allowed(failed_int8, caplog):

@@ -15,7 +15,8 @@ def test_keys_writes_the_secret_owner_only_whatever_the_umask(tmp_path, capsys):
         old_secret = tmp_path / "old.key_secret"
         old_secret.write_text("stale")
         old_secret.chmod(0o644)  # as vlash keys used to write it
-        assert main(["keys", "--out", str(tmp_path), "--name", "old", "--force"]) == 0
+        assert main(["keys", "--out", str(tmp_path), "--name", "old"]) == 2  # a key pair is not replaced unasked
+        assert main(["keys", "--out", str(tmp_path), "--name", "old", "--overwrite"]) == 0
     finally:
         os.umask(previous)
     for name in ("arm1", "old"):

@@ -25,4 +25,4 @@ def test_keys_writes_a_key_pair_and_refuses_to_overwrite(tmp_path, capsys):
     assert (tmp_path / "server.key").is_file() and (tmp_path / "server.key_secret").is_file()
     assert "server.key" in capsys.readouterr().out
     assert main(["keys", "--out", str(tmp_path), "--name", "server"]) == 2
-    assert "--force" in capsys.readouterr().err
+    assert "--overwrite" in capsys.readouterr().err

@@ -257,15 +257,17 @@ def test_max_batch_is_capped_by_the_engines_fixed_batch(runtime):
 
 def test_serve_flags_set_the_batching_settings_and_bad_values_are_one_line_errors(capsys):
     from vlash.cli.main import parse_args
-    from vlash.cli.serve_cmd import plan
+    from vlash.cli.serve_cmd import check_args
 
     preset = ["serve", "--policy", "pi05-tiny", "--random-weights"]
-    config = plan(parse_args([*preset, "--max-batch", "3", "--batch-wait-ms", "2.5", "--max-pending", "9"])).config
+    config = check_args(
+        parse_args([*preset, "--max-batch", "3", "--batch-wait-ms", "2.5", "--max-pending", "9"])
+    ).config
     assert (config.max_batch, config.batch_wait_ms, config.max_pending) == (3, 2.5, 9)
-    default = plan(parse_args(preset)).config
+    default = check_args(parse_args(preset)).config
     assert (default.max_batch, default.batch_wait_ms, default.max_pending) == (8, 5.0, 64)
     with pytest.raises(ConfigError, match="batch_wait_ms must be in"):
-        plan(parse_args([*preset, "--batch-wait-ms", "5000"]))
+        check_args(parse_args([*preset, "--batch-wait-ms", "5000"]))
     with pytest.raises(SystemExit):
         parse_args([*preset, "--max-batch", "0"])
     assert "--max-batch" in capsys.readouterr().err

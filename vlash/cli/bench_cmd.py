@@ -14,24 +14,27 @@ import argparse
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 from rich.console import Console
 from rich.table import Table
 
-from vlash.bench import BenchReport, BenchSettings, make_engine, run_bench
 from vlash.cli.engine_args import add_torch_engine_arguments, torch_engine_options
 from vlash.cli.policy_args import add_policy_arguments
 from vlash.cli.preflight import non_negative_int, positive_int
-from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_device
-from vlash.devices.host_rates import cached_host_rates, with_host_rates
+from vlash.devices import DeviceProfile, is_profile_name, load_profile
 from vlash.engines import available_engines
 from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
-from vlash.policies.checkpoint import DTYPES
+from vlash.policies.dtypes import DTYPE_NAMES
 from vlash.policies.pi05 import available_presets
 from vlash.policies.policy_source import PolicyKind, PolicySource, resolve_policy
 from vlash.progress import progress
+
+if TYPE_CHECKING:
+    import torch
+
+    from vlash.bench import BenchReport
 
 ACCEPTED = {PolicyKind.PRESET: "random weights", PolicyKind.ARTIFACT: "the same as --artifact"}
 
@@ -47,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--precision",
         "--dtype",
         dest="dtype",
-        choices=sorted(DTYPES),
+        choices=sorted(DTYPE_NAMES),
         default=None,
         help="default: the profile's, else bf16 on cuda, fp32 on cpu",
     )
@@ -132,16 +135,36 @@ def print_report(report: BenchReport, console: Console) -> None:
     console.print(table)
 
 
+def _host_floor(profile: DeviceProfile, threads: int, remeasure: bool, console: Console):
+    """(`profile` with this host's measured GEMM rate and copy bandwidth, the rates): the CPU floor."""
+    from vlash.devices.host_rates import cached_host_rates, with_host_rates
+
+    with console.status("measuring this host's GEMM rate and memory bandwidth (once; cached)"):
+        rates, cache = cached_host_rates(threads, remeasure=remeasure)
+    console.print(
+        f"floor from this host: {rates.gemm_gflops:.0f} GFLOP/s fp32 GEMM, {rates.memory_gbs:.1f} GB/s copy "
+        f"({rates.threads} threads, measured {rates.measured_at}; {cache})"
+    )
+    return with_host_rates(profile, rates), rates
+
+
 def run(args: argparse.Namespace) -> int:
+    source, artifact = _source(args)  # before torch is imported: a wrong path is reported at once
+    if artifact is not None and not artifact.is_dir():
+        raise ConfigError(f"--artifact {str(artifact)!r}: no such directory")
+    manifest = ArtifactManifest.load(artifact) if artifact is not None else None
+    config = _config(args, source, manifest)
+    import torch
+
+    from vlash.bench import BenchSettings, make_engine, run_bench
+    from vlash.devices import resolve_device
+
     device = resolve_device(args.device)
     profile = _profile(args.device, device)
     named = profile if is_profile_name(args.device) else None  # only a named profile sets defaults
     threads = args.threads or (named.threads if named else None) or None
     if threads:
         torch.set_num_threads(threads)
-    source, artifact = _source(args)
-    manifest = ArtifactManifest.load(artifact) if artifact is not None else None
-    config = _config(args, source, manifest)
     torch_only = "torch" if (args.compile or args.cuda_graphs) else None  # the flags name the engine they apply to
     engine_name = args.engine or (manifest.engine if manifest else None) or torch_only
     engine_name = engine_name or (named.engine if named else "torch")
@@ -160,13 +183,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=args.json)
     rates = None
     if device.type == "cpu" and profile is not None and not args.profile_rates:
-        with console.status("measuring this host's GEMM rate and memory bandwidth (once; cached)"):
-            rates, cache = cached_host_rates(threads or torch.get_num_threads(), remeasure=args.remeasure)
-        profile = with_host_rates(profile, rates)
-        console.print(
-            f"floor from this host: {rates.gemm_gflops:.0f} GFLOP/s fp32 GEMM, {rates.memory_gbs:.1f} GB/s copy "
-            f"({rates.threads} threads, measured {rates.measured_at}; {cache})"
-        )
+        profile, rates = _host_floor(profile, threads or torch.get_num_threads(), args.remeasure, console)
     label = manifest.precision_label if manifest is not None else dtype
     with console.status(f"building {config.name} ({engine_name}, {label}) on {device}"):
         engine = make_engine(

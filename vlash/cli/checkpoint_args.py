@@ -1,4 +1,5 @@
-"""Command-line options for what LeRobot and openpi checkpoints do not store (`vlash serve`, `vlash convert`)."""
+"""Command-line options for what LeRobot and openpi checkpoints do not store (`vlash serve`, `vlash convert`), and
+their files checked before anything heavy is imported."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import argparse
 from pathlib import Path
 
 from vlash.errors import ConfigError
+from vlash.policies.layouts import missing_tokenizer
+from vlash.policies.policy_source import looks_like_path
 
 
 def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
@@ -46,13 +49,27 @@ def parse_mask(text: str | None) -> tuple[bool, ...] | None:
     return tuple(p == "1" for p in parts)
 
 
+def check_checkpoint_files(args: argparse.Namespace, directory: Path | None, layout: str | None) -> None:
+    """The files the flags name exist, and a LeRobot / openpi checkpoint (`directory` of `layout`; None: no such
+    checkpoint) without a tokenizer of its own is given --tokenizer: found now, before torch is imported, not after
+    its weights loaded."""
+    if args.tokenizer is not None and not args.tokenizer.exists():
+        raise ConfigError(f"--tokenizer {str(args.tokenizer)!r}: no such file or directory")
+    model_config = args.model_config
+    if model_config is not None and looks_like_path(model_config) and not Path(model_config).expanduser().is_file():
+        raise ConfigError(f"--model-config {model_config!r}: no such file")
+    if directory is not None and layout is not None and args.tokenizer is None:
+        reason = missing_tokenizer(directory, layout)
+        if reason is not None:
+            raise ConfigError(reason)
+
+
 def checkpoint_options(args: argparse.Namespace):
-    """The CheckpointOptions the flags ask for (imports the model code: call it when the command runs)."""
+    """The CheckpointOptions the flags ask for (imports the model code: call it when the command runs, after
+    `check_checkpoint_files`)."""
     from vlash.policies.pi05.config import load_preset
     from vlash.policies.policy_dir import CheckpointOptions
 
-    if args.tokenizer is not None and not args.tokenizer.exists():  # found now, not after the weights loaded
-        raise ConfigError(f"--tokenizer {str(args.tokenizer)!r}: no such file or directory")
     return CheckpointOptions(
         tokenizer=args.tokenizer,
         model_config=None if args.model_config is None else load_preset(args.model_config),

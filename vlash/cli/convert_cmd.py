@@ -16,9 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-from vlash.cli.checkpoint_args import add_checkpoint_options, checkpoint_options
-from vlash.cli.preflight import check_output_dir, positive_int
+from vlash.cli.checkpoint_args import add_checkpoint_options, check_checkpoint_files, checkpoint_options
+from vlash.cli.preflight import add_overwrite_argument, check_output_dir, positive_int
 from vlash.errors import ConfigError
+from vlash.output_kinds import OutputKind
+from vlash.policies.layouts import checkpoint_dirs, detect_layout
 from vlash.progress import clock_text
 
 HELP = "convert a LeRobot or openpi (PyTorch or JAX) checkpoint into a vlash policy directory"
@@ -29,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help=HELP)
     p.add_argument("--from", dest="source_kind", choices=SOURCES, required=True, help="the source's layout")
     p.add_argument("source", type=Path, help="checkpoint directory (openpi-jax: the root holding params/ and assets/)")
-    p.add_argument("--out", type=Path, required=True, help="vlash policy directory to write (replaced atomically)")
+    p.add_argument("--out", type=Path, required=True, help="vlash policy directory to write (new or empty; atomically)")
+    add_overwrite_argument(p, OutputKind.POLICY)
     p.add_argument(
         "--action-horizon",
         type=positive_int,
@@ -49,15 +52,24 @@ def _stages(start: float):
 
 
 def check_paths(args: argparse.Namespace) -> None:
-    """The source exists and the output can be written without touching it (before anything loads)."""
+    """The source is a checkpoint of --from's layout with a tokenizer (its own or --tokenizer), and the output can
+    be written without touching it: before torch is imported."""
     if not args.source.is_dir():
-        raise ConfigError(f"{args.source} is not a directory")
+        raise ConfigError(f"source {str(args.source)!r}: no such directory")
     source, out = args.source.resolve(), args.out.resolve()
     if out == source or source in out.parents:
         raise ConfigError(f"--out {str(args.out)!r} is (inside) the source {str(args.source)!r}; write elsewhere")
-    check_output_dir(args.out, "--out")
+    check_output_dir(args.out, "--out", OutputKind.POLICY, args.overwrite)
     if args.action_horizon is not None and args.source_kind != "openpi-jax":
         raise ConfigError("--action-horizon applies to --from openpi-jax (other layouts store their chunk length)")
+    if args.source_kind == "openpi-jax":
+        root = checkpoint_dirs(args.source)[0]
+        check_checkpoint_files(args, root, "openpi")  # its tokenizer, like a PyTorch one's, is beside assets/
+        return
+    layout = detect_layout(args.source)
+    if layout != args.source_kind:
+        raise ConfigError(f"{args.source} looks like a {layout} directory, not {args.source_kind}")
+    check_checkpoint_files(args, args.source, layout)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,11 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
         policy = convert_openpi_jax(args.source, args.out, options, args.action_horizon, progress=say)
     else:
-        from vlash.policies.policy_dir import detect_layout, load_policy, save_loaded_policy
+        from vlash.policies.policy_dir import load_policy, save_loaded_policy
 
-        layout = detect_layout(args.source)
-        if layout != args.source_kind:
-            raise ConfigError(f"{args.source} looks like a {layout} directory, not {args.source_kind}")
         say(f"loading {args.source}")
         policy = load_policy(args.source, options=options)
         say(f"writing {args.out}")

@@ -21,6 +21,7 @@ from robot_io.errors import RobotIOError
 from robot_io.executors import EXECUTION_MODES
 from robot_io.run_summary import ROWS_NOTE
 from vlash.cli.cpu_threads import server_threads
+from vlash.cli.preflight import check_output_file
 from vlash.cli.run_cmd import status_line
 from vlash.demo.plot import plot_demo
 from vlash.demo.report import injection_note, summary_table
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
                             execution_horizon=args.horizon)  # fmt: skip
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    check_output_file(args.plot, "--plot")  # written at the end: a directory in its way is said now
     console = Console()
     server_args = serve_args(args)
     console.print(f"vlash demo: starting the policy server ({' '.join(server_args[:2])}) ...", soft_wrap=True)

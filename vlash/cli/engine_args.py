@@ -4,12 +4,15 @@ anything loads."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-import torch
-
-from vlash.devices import DeviceProfile
-from vlash.engines.torch_engine import COMPILE_MODES, GRAPHS
+from vlash.engines.registry import COMPILE_MODES, GRAPHS
 from vlash.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+    from vlash.devices import DeviceProfile
 
 
 def add_torch_engine_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from vlash.cli.policy_args import add_policy_arguments, policy_source
-from vlash.cli.preflight import check_output_dir, positive_int
+from vlash.cli.preflight import add_overwrite_argument, check_output_dir, positive_int
 from vlash.errors import ConfigError
+from vlash.output_kinds import OutputKind
 from vlash.policies.policy_source import PolicyKind, PolicySource
 from vlash.progress import progress
 
@@ -21,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=("onnxruntime", "tensorrt"), default="onnxruntime")
     p.add_argument("--precision", default="fp32", help="onnxruntime: fp32 or fp16; tensorrt: what its builder takes")
     p.add_argument("--batch", type=positive_int, default=1, help="static batch size of the graphs")
-    p.add_argument("--out", type=Path, required=True, help="artifact directory (replaced atomically when complete)")
+    p.add_argument("--out", type=Path, required=True, help="artifact directory (new or empty; written atomically)")
+    add_overwrite_argument(p, OutputKind.ENGINE_ARTIFACT)
 
 
 def export_source(args: argparse.Namespace) -> PolicySource:
@@ -32,6 +34,7 @@ def export_source(args: argparse.Namespace) -> PolicySource:
             f"{source.value} is {source.describe()}: `vlash convert --from {source.layout} {source.value} --out DIR` "
             "first, then export DIR"
         )
+    check_output_dir(args.out, "--out", OutputKind.ENGINE_ARTIFACT, args.overwrite)
     if args.engine == "onnxruntime":
         from vlash.engines.artifact import PRECISIONS
     else:
@@ -40,7 +43,6 @@ def export_source(args: argparse.Namespace) -> PolicySource:
         raise ConfigError(
             f"--engine {args.engine} precision must be one of {', '.join(PRECISIONS)}, got {args.precision!r}"
         )
-    check_output_dir(args.out, "--out")
     return source
 
 

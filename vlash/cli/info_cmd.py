@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-import torch
 from rich.console import Console
 from rich.table import Table
 
 from vlash.cli.policy_args import add_policy_arguments, policy_source
-from vlash.policies.checkpoint import UNUSED_KEYS
-from vlash.policies.pi05 import Pi05Config, Pi05Model
+from vlash.policies.pi05 import Pi05Config
 from vlash.policies.policy_source import PolicyKind
+
+if TYPE_CHECKING:
+    from vlash.policies.pi05.model import Pi05Model
 
 ACCEPTED = {
     PolicyKind.PRESET: "",
@@ -48,6 +50,11 @@ def parameter_counts(model: Pi05Model) -> dict[str, int]:
 
 
 def describe_policy(config: Pi05Config, source: str) -> dict:
+    import torch  # after the policy was resolved: a path that does not exist is reported at once
+
+    from vlash.policies.checkpoint import UNUSED_KEYS
+    from vlash.policies.pi05.model import Pi05Model
+
     with torch.device("meta"):  # no memory, instant even at 3.3B
         model = Pi05Model(config)
     cfg = config

@@ -13,7 +13,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("keys", help="generate a CurveZMQ key pair for `vlash serve --curve-keys` / clients")
     p.add_argument("--out", type=Path, required=True, help="directory to write NAME.key and NAME.key_secret to")
     p.add_argument("--name", default="client", help="key name: 'server' for the server, any name for a client")
-    p.add_argument("--force", action="store_true", help="overwrite an existing key pair")
+    p.add_argument(
+        "--overwrite",
+        "--force",  # its name before every command that replaces an output took --overwrite
+        dest="overwrite",
+        action="store_true",
+        help="replace an existing key pair of this --name",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,8 +27,8 @@ def run(args: argparse.Namespace) -> int:
     if not name or "/" in name or name.startswith("."):
         raise ConfigError(f"--name must be a plain file name, got {name!r}")
     existing = [args.out / f"{name}{suffix}" for suffix in (".key", ".key_secret")]
-    if not args.force and any(p.exists() for p in existing):
-        raise ConfigError(f"{existing[0]} exists; pass --force to overwrite")
+    if not args.overwrite and any(p.exists() for p in existing):
+        raise ConfigError(f"{existing[0]} exists; pass --overwrite to replace the key pair")
     public, secret = generate_keypair(args.out, name)
     print(f"public key: {public} (copy it to the other end)\nsecret key: {secret} (keep it private: mode 0600)")
     if name != "server":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from types import ModuleType
 
@@ -48,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+SIGPIPE_STATUS = 141  # 128 + SIGPIPE: how a shell reports a command whose reader went away (`yes | head`)
 SERVER_COMMANDS = ("serve",)  # commands whose process serves a robot beside other work: idle CPU threads sleep
 
 
@@ -69,16 +71,25 @@ def command_module(name: str) -> ModuleType:
 def command_parser(name: str) -> argparse.ArgumentParser:
     """The full parser of one command, built by its module's add_parser (imports that module); its --help shows
     the defaults (CommandParser)."""
+    return command_parsers(name)[0]
+
+
+def command_parsers(name: str) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """(`command_parser(name)`, the command's own sub-parser: its errors point to `vlash NAME --help`)."""
     parser = CommandParser(prog="vlash")
-    command_module(name).add_parser(parser.add_subparsers(dest="command", required=True))
-    return parser
+    sub = parser.add_subparsers(dest="command", required=True)
+    command_module(name).add_parser(sub)
+    return parser, sub.choices[name]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     top, rest = build_parser().parse_known_args(argv)
     if top.command in SERVER_COMMANDS:
         passive_thread_waits()  # before the command's module imports torch
-    args = command_parser(top.command).parse_args([top.command, *rest])
+    parser, own = command_parsers(top.command)
+    args, unknown = parser.parse_known_args([top.command, *rest])
+    if unknown:  # said by the command's parser: its error points to `vlash COMMAND --help`, not `vlash --help`
+        own.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.verbose = top.verbose
     return args
 
@@ -91,6 +102,17 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = run_command(argv)
+        sys.stdout.flush()  # a reader that closed the pipe (`vlash info --json | head`) shows here, not at exit
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush goes nowhere
+        return SIGPIPE_STATUS
+    return code
+
+
+def run_command(argv: list[str] | None) -> int:
+    """Parse `argv` and run its command; setup errors are one line on stderr (rc 2)."""
     try:
         args = parse_args(argv)
     except ModuleNotFoundError as exc:  # a command module needs an extra this install lacks

@@ -52,6 +52,11 @@ def policy_value(args: argparse.Namespace) -> str | None:
     return value if value is not None else getattr(args, "checkpoint", None)
 
 
+def policy_flag(args: argparse.Namespace) -> str:
+    """The flag that gave `policy_value`: --checkpoint when the synonym was used, else --policy."""
+    return "--checkpoint" if getattr(args, "policy", None) is None and getattr(args, "checkpoint", None) else "--policy"
+
+
 def policy_source(
     args: argparse.Namespace, command: str, accepted: dict[PolicyKind, str], hint: str = ""
 ) -> PolicySource:
@@ -59,7 +64,8 @@ def policy_source(
     command with --random-weights a preset needs that flag: its weights would otherwise be a silent surprise."""
     value = policy_value(args)
     has_flag = hasattr(args, "random_weights")
-    source = resolve_policy(str(value), random_weights=bool(getattr(args, "random_weights", False)))
+    random_weights = bool(getattr(args, "random_weights", False))
+    source = resolve_policy(str(value), random_weights=random_weights, flag=policy_flag(args))
     if has_flag and source.kind is PolicyKind.PRESET and not source.random_weights:
         accepted = {kind: use for kind, use in accepted.items() if kind is not PolicyKind.PRESET}
         hint = "; ".join(h for h in ("add --random-weights to use it with random weights", hint) if h)

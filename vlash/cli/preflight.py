@@ -1,6 +1,10 @@
 """Checks a command runs on its arguments before it loads anything heavy: a model load takes 10-30 s, and an
 error found after it (a port in use, an output path blocked by a file) wastes that time. Each raises a
-one-line ConfigError naming the flag."""
+one-line ConfigError naming the flag.
+
+Output directories follow one rule in every command (`check_output_dir`): nothing a user owns is deleted. A missing
+or empty one is written; one holding the kind of vlash output the command writes is replaced only with
+`--overwrite`; anything else (the user's files, another kind of output) is refused even with it."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import socket
 from pathlib import Path
 
 from vlash.errors import ConfigError
+from vlash.output_kinds import OutputKind, output_kind
 
 
 def _int_at_least(text: str, low: int) -> int:
@@ -42,11 +47,40 @@ def check_output_file(path: Path | None, flag: str) -> None:
     _check_creatable(path.parent, path, flag)
 
 
-def check_output_dir(path: Path, flag: str) -> None:
-    """A directory the command writes (replaced atomically at its end): not a file, its parent creatable now."""
+def check_output_dir(path: Path, flag: str, kind: OutputKind, overwrite: bool) -> None:
+    """A directory the command writes whole (replaced atomically at its end): missing or empty, or with
+    `overwrite` a vlash output of the `kind` the command writes; anything else is the user's and is refused. Not a
+    file; its parent creatable now."""
+    check_output_folder(path, flag)
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    found = output_kind(path)
+    if found is None:
+        raise ConfigError(
+            f"{flag} {str(path)!r} holds files vlash did not write ({_listing(path)}); they are never replaced, "
+            f"even with --overwrite: give a new or empty {flag}"
+        )
+    if found is not kind:
+        raise ConfigError(
+            f"{flag} {str(path)!r} holds {found.value}, not {kind.value}; it is not replaced, even with "
+            f"--overwrite: give a new or empty {flag}"
+        )
+    if not overwrite:
+        raise ConfigError(f"{flag} {str(path)!r} already holds {kind.value}; pass --overwrite to replace it")
+
+
+def check_output_folder(path: Path, flag: str) -> None:
+    """A folder the command creates or writes into: not a file, its parent creatable now."""
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{flag} {str(path)!r} is a file, not a directory")
     _check_creatable(path.absolute().parent, path, flag)
+
+
+def _listing(path: Path, shown: int = 3) -> str:
+    """E.g. "notes.txt, data/ and 4 more": the first few entries of a directory."""
+    names = sorted(f"{p.name}/" if p.is_dir() else p.name for p in path.iterdir())
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _check_creatable(folder: Path, target: Path, flag: str) -> None:
@@ -57,6 +91,16 @@ def _check_creatable(folder: Path, target: Path, flag: str) -> None:
         raise ConfigError(f"{flag} {str(target)!r}: {str(existing)!r} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{flag} {str(target)!r}: folder {str(existing)!r} is not writable")
+
+
+def add_overwrite_argument(parser: argparse.ArgumentParser, *kinds: OutputKind, where: str = "--out") -> None:
+    """--overwrite: replace an output directory that holds the kind of output the command writes there
+    (`check_output_dir`)."""
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"replace {where} when it holds {' or '.join(k.value for k in kinds)} (nothing else is ever replaced)",
+    )
 
 
 def check_zmq_bind(endpoint: str, flag: str = "--bind") -> None:

@@ -8,9 +8,18 @@ import tempfile
 from pathlib import Path
 
 from vlash.cli.policy_args import add_policy_arguments, policy_source
-from vlash.cli.preflight import check_output_dir, check_output_file, non_negative_int, positive_int
+from vlash.cli.preflight import (
+    add_overwrite_argument,
+    check_output_dir,
+    check_output_file,
+    check_output_folder,
+    non_negative_int,
+    positive_int,
+)
 from vlash.errors import ConfigError
+from vlash.output_kinds import OutputKind
 from vlash.policies.policy_source import PolicyKind, PolicySource
+from vlash.policies.quantized.schemes import get_scheme
 from vlash.progress import progress
 
 HELP = "quantize a policy (torch int8/int4/fp8, ONNX int8, TensorRT), gate vs fp32"
@@ -31,7 +40,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quantize", help=HELP)
     add_policy_arguments(p, "the fp32 policy to quantize", ACCEPTED, checkpoint=True, random_weights=True)
     p.add_argument("--scheme", action="append", choices=SCHEME_NAMES, required=True, help="repeatable")
-    p.add_argument("--out", type=Path, required=True, help="artifact directory (one scheme) or parent (several)")
+    p.add_argument(
+        "--out", type=Path, required=True, help="artifact directory (one scheme) or parent of one per scheme (several)"
+    )
+    add_overwrite_argument(
+        p, OutputKind.QUANTIZED_POLICY, OutputKind.ENGINE_ARTIFACT, where="a scheme's directory (torch: the former)"
+    )
     p.add_argument("--group-size", type=positive_int, default=64, help="torch-int4: inputs per scale group")
     p.add_argument(
         "--calib-episodes", type=positive_int, default=8, help="static schemes: sim episodes to calibrate on"
@@ -67,16 +81,31 @@ def quantize_source(args: argparse.Namespace) -> PolicySource:
         raise ConfigError(
             f"{source.value} is {source.describe()}: `vlash convert` it to a vlash policy directory first"
         )
-    check_output_dir(args.out, "--out")
+    outs = scheme_outputs(args)
+    if len(outs) > 1:  # --out holds one directory per scheme: only those are replaced
+        check_output_folder(args.out, "--out")
+    for scheme, out in outs.items():
+        check_output_dir(out, "--out", scheme_output_kind(scheme), args.overwrite)
     check_output_file(args.json, "--json")
     _thresholds(args)  # a bad gate value fails now, not after every scheme was quantized
     return source
 
 
-def _source(args: argparse.Namespace, tmp: Path) -> Path:
+def scheme_outputs(args: argparse.Namespace) -> dict[str, Path]:
+    """scheme -> the directory it is written to: --out itself for one scheme, --out/SCHEME for several."""
+    schemes = list(dict.fromkeys(args.scheme))
+    return {scheme: args.out if len(schemes) == 1 else args.out / scheme for scheme in schemes}
+
+
+def scheme_output_kind(scheme: str) -> OutputKind:
+    """torch schemes write a quantized policy directory, the others an engine artifact."""
+    return OutputKind.QUANTIZED_POLICY if get_scheme(scheme).engine == "torch" else OutputKind.ENGINE_ARTIFACT
+
+
+def _fp32_dir(source: PolicySource, tmp: Path) -> Path:
+    """The fp32 policy directory to quantize: --policy's, or a preset's random weights written under `tmp`."""
     from vlash.policies.random_policy import write_random_policy
 
-    source = quantize_source(args)
     return write_random_policy(tmp / "fp32", source.value) if source.kind is PolicyKind.PRESET else source.path
 
 
@@ -92,6 +121,7 @@ def _thresholds(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    policy = quantize_source(args)  # before torch is imported: a bad argument is reported at once
     import torch
 
     from vlash.engines import create_engine
@@ -102,13 +132,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    schemes = list(dict.fromkeys(args.scheme))
     with tempfile.TemporaryDirectory(prefix="vlash-quant-") as tmp:
-        source = _source(args, Path(tmp))
+        source = _fp32_dir(policy, Path(tmp))
         reference_policy = load_policy(source)
         tasks = policy_tasks(reference_policy.metadata)
         calibration = FrameSpec(tasks=tasks, episodes=args.calib_episodes)
-        outs = {s: args.out if len(schemes) == 1 else args.out / s for s in schemes}
+        outs = scheme_outputs(args)
         for scheme, out in outs.items():
             quantize(source, out, scheme, group_size=args.group_size, calibration=calibration)
             print(f"vlash quantize: {scheme} -> {out}")

@@ -1,34 +1,27 @@
-"""`vlash serve`: serve a policy over ZeroMQ to robot clients (see vlash.server)."""
+"""`vlash serve`: serve a policy over ZeroMQ to robot clients (see vlash.server).
+
+This module is the command line and every check that needs no model code: the policy and the files named, the
+endpoints and ports, run before torch is imported, so a wrong path is reported at once. vlash.cli.serve_run loads
+the policy and serves it.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
-import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from robot_io.stop_signals import handle_stop_signals
-from vlash.cli.checkpoint_args import add_checkpoint_options, checkpoint_options
-from vlash.cli.cpu_threads import RULE, server_threads
-from vlash.cli.engine_args import add_torch_engine_arguments, torch_engine_options
+from vlash.cli.checkpoint_args import add_checkpoint_options, check_checkpoint_files
+from vlash.cli.cpu_threads import RULE
+from vlash.cli.engine_args import add_torch_engine_arguments
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import check_tcp_port, check_zmq_bind, positive_int
-from vlash.devices import is_profile_name, load_profile, resolve_device
 from vlash.engines import available_engines
-from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
-from vlash.policies.checkpoint import DTYPES
-from vlash.policies.policy_dir import CheckpointOptions
-from vlash.policies.policy_source import PolicyKind, PolicySource, looks_like_path
-from vlash.runtime.loading import LoadedRuntime, load_runtime
+from vlash.policies.dtypes import DTYPE_NAMES
+from vlash.policies.policy_source import PolicyKind, PolicySource
 from vlash.server.config import OpenpiConfig, ServerConfig, check_unauthenticated, is_loopback_host
-from vlash.server.openpi_endpoint import OpenpiEndpoint
 from vlash.server.openpi_mapping import PROFILES
-from vlash.server.requests import policy_metadata
-from vlash.server.server import PolicyServer
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -39,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default="auto",
         help="cpu, cuda, cuda:N or auto (cuda when torch sees a GPU; with --ray: when the replicas can have one)",
     )
-    p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="default: bf16 on cuda, fp32 on cpu")
+    p.add_argument("--dtype", choices=sorted(DTYPE_NAMES), default=None, help="default: bf16 on cuda, fp32 on cpu")
     p.add_argument(
         "--engine", choices=available_engines(), default=None, help="default: an artifact's own engine, else torch"
     )
@@ -107,146 +100,6 @@ ACCEPTED = {
 }
 
 
-@dataclass
-class ServePlan:
-    """Everything `vlash serve` was told, checked before the policy loads."""
-
-    source: PolicySource
-    engine: str  # engine name: --engine, else an artifact's own, else torch
-    threads: int  # CPU threads of torch and onnxruntime
-    config: ServerConfig
-    openpi: OpenpiConfig | None
-    options: CheckpointOptions
-    engine_options: dict  # the torch engine's compile_mode and graphs
-    random_dims: dict  # --random-weights: its action_dims and state_dims (empty: the preset's defaults)
-
-
-def policy_plan(args: argparse.Namespace) -> tuple[PolicySource, str, CheckpointOptions, dict]:
-    """The policy, its engine, checkpoint options and torch engine options, checked (one-line errors, nothing heavy
-    loaded)."""
-    source = policy_source(args, "serve", ACCEPTED)
-    engine = args.engine or "torch"
-    if source.kind is PolicyKind.ARTIFACT:
-        exported = ArtifactManifest.load(source.path).engine
-        engine = args.engine or exported
-        if engine == "torch":
-            raise ConfigError(f"--policy {source.value!r} is an exported artifact: serve it with --engine {exported}")
-    options = checkpoint_options(args)
-    if options != CheckpointOptions():
-        unused = options.unused_by(source.layout) if source.kind is PolicyKind.DIRECTORY else ["options"]
-        if unused:
-            raise ConfigError(
-                "--tokenizer, --model-config, --asset-id, --no-state-in-prompt and --relative-mask describe LeRobot "
-                f"/ openpi directories; --policy {source.value!r} is {source.describe()}, which takes no "
-                f"{', '.join(unused)}"
-            )
-    profile = load_profile(args.device) if is_profile_name(args.device) else None
-    if profile is not None:
-        device = torch.device(profile.device)
-    elif args.ray:  # the replicas' device, decided on them (this node may have no GPU); FleetConfig checks it
-        device = torch.device("cpu" if args.device == "cpu" else "cuda")
-    else:
-        device = resolve_device(args.device)
-    return source, engine, options, torch_engine_options(args, engine, device, profile)
-
-
-def plan(args: argparse.Namespace) -> ServePlan:
-    """Check every argument, endpoint and port (one-line errors, nothing heavy loaded)."""
-    source, engine, options, engine_options = policy_plan(args)
-    fleet_only = given_flags(args, FLEET_FLAGS)
-    if fleet_only:
-        raise ConfigError(f"{', '.join(fleet_only)} configure a Ray Serve fleet: add --ray")
-    random_dims = {k: v for k, v in {"action_dims": args.action_dims, "state_dims": args.state_dims}.items() if v}
-    if random_dims and source.kind is not PolicyKind.PRESET:
-        raise ConfigError("--action-dims and --state-dims shape a --random-weights policy; a checkpoint has its own")
-    config = ServerConfig(
-        bind=args.bind,
-        schedule=args.schedule,
-        num_steps=args.steps,
-        inject_latency_ms=args.inject_latency,
-        max_batch=args.max_batch,
-        batch_wait_ms=args.batch_wait_ms,
-        max_pending=args.max_pending,
-        curve_keys=args.curve_keys,
-        allow_dir=args.allow,
-        warm_up_runs=0 if args.no_warmup else 2,  # on the model thread: see ServerConfig.warm_up_runs
-        insecure=args.insecure,
-    )
-    check_zmq_bind(config.bind, "--bind")
-    openpi = None
-    if args.openpi_port is not None:
-        openpi = OpenpiConfig(args.openpi_host, args.openpi_port, args.openpi_profile, args.openpi_map)
-        openpi.check_access(config)  # no authentication: a reachable host, or CurveZMQ keys, needs --insecure
-        check_tcp_port(openpi.host, openpi.port, "--openpi-port")
-    threads = server_threads(args.threads)
-    return ServePlan(source, engine, threads, config, openpi, options, engine_options, random_dims)
-
-
-def load(served: ServePlan, args: argparse.Namespace) -> LoadedRuntime:
-    """The runtime `served` names (the weights load here)."""
-    source = served.source
-    preset = source.kind is PolicyKind.PRESET
-    return load_runtime(
-        source.value if preset else None,
-        None if preset else source.path,
-        preset,
-        args.device,
-        args.dtype,
-        served.engine,
-        args.steps,
-        args.schedule,
-        served.options,
-        allow_failed_gate=args.allow_failed_gate,
-        threads=served.threads,
-        random_dims=served.random_dims,
-        **served.engine_options,
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.ray:
-        return run_fleet(args)
-    served = plan(args)
-    torch.set_num_threads(served.threads)
-    loaded = load(served, args)
-    config, openpi_config = served.config, served.openpi
-    runtime = loaded.runtime
-    stop = threading.Event()  # SIGINT / SIGTERM, or a serving thread that died (the server then stops itself)
-    metadata = policy_metadata(runtime, loaded.model_id, served.engine, loaded.precision)
-    server = PolicyServer(runtime, metadata, config, on_failure=lambda exc: stop.set())
-    with handle_stop_signals(lambda signum: stop.set()):  # the handlers before it come back when serving ends
-        endpoint = server.start()
-        openpi = None
-        try:
-            if openpi_config is not None:  # openpi websocket clients, each through its own client of this server
-                openpi = OpenpiEndpoint(server, openpi_config)
-                print(f"vlash serve: openpi clients on {openpi.start()} (observations: {openpi.map_name})", flush=True)
-            print(  # the last startup line: everything is listening once it is out
-                f"vlash serve: {loaded.model_id} ({loaded.params / 1e6:.1f}M params, {loaded.precision}) "
-                f"engine={served.engine} device={runtime.engine.device} threads={torch.get_num_threads()}"
-                f"{'' if args.threads else ' (all cores but one)'} "
-                f"steps={runtime.num_steps} schedule={runtime.schedule} load {loaded.load_s:.1f} s "
-                f"warm-up {server.warm_up_s:.1f} s serving on {endpoint}",
-                flush=True,
-            )
-            last = ""
-            while not stop.wait(args.stats_every if args.stats_every > 0 else None):
-                line = server.stats.line(len(server.jobs))
-                if line != last:  # quiet while idle
-                    print(f"vlash serve: {line}", flush=True)
-                    last = line
-        finally:
-            if openpi is not None:
-                openpi.stop()  # before the server: it closes this endpoint's clients
-            server.stop()
-            print(f"vlash serve: stopped; {server.stats.line()}", flush=True)
-            sys.stdout.flush()
-    if server.failure is not None:  # non-zero, so a supervisor (systemd, k8s) restarts the server
-        print(f"vlash serve: error: the server stopped: {server.failure!r}", file=sys.stderr, flush=True)
-        return 1
-    return 0
-
-
 # the ZeroMQ server's flags, which a fleet refuses rather than ignores, and the fleet's own
 ZMQ_FLAGS = (
     "--bind",
@@ -267,48 +120,59 @@ def given_flags(args: argparse.Namespace, flags: tuple[str, ...]) -> list[str]:
     return [flag for flag, dest in dests.items() if getattr(args, dest) != defaults.get_default(dest)]
 
 
-def run_fleet(args: argparse.Namespace) -> int:
-    """`vlash serve --ray`: the policy on Ray Serve (vlash.fleet) until SIGINT / SIGTERM."""
+@dataclass
+class CheckedArgs:
+    """What `check_args` found, before anything heavy loads."""
+
+    source: PolicySource  # the policy to serve
+    config: ServerConfig | None  # the ZeroMQ server's settings (None with --ray)
+    openpi: OpenpiConfig | None  # the openpi endpoint's (None: not asked for, or --ray)
+    random_dims: dict = field(default_factory=dict)  # --random-weights: action_dims and state_dims given
+
+
+def check_args(args: argparse.Namespace) -> CheckedArgs:
+    """The policy, the files, endpoints and ports named, and the flags that go together: one-line errors, with no
+    torch imported yet."""
+    source = policy_source(args, "serve", ACCEPTED)
+    directory = source.kind is PolicyKind.DIRECTORY
+    check_checkpoint_files(args, source.path if directory else None, source.layout if directory else None)
+    random_dims = {k: v for k, v in {"action_dims": args.action_dims, "state_dims": args.state_dims}.items() if v}
+    if random_dims and (args.ray or source.kind is not PolicyKind.PRESET):
+        raise ConfigError("--action-dims and --state-dims shape one server's --random-weights policy: not a "
+                          "checkpoint, which has its own, nor a --ray fleet")  # fmt: skip
+    if args.ray:
+        _check_fleet_flags(args)
+        return CheckedArgs(source, None, None)
+    fleet_only = given_flags(args, FLEET_FLAGS)
+    if fleet_only:
+        raise ConfigError(f"{', '.join(fleet_only)} configure a Ray Serve fleet: add --ray")
+    config = ServerConfig(
+        bind=args.bind,
+        schedule=args.schedule,
+        num_steps=args.steps,
+        inject_latency_ms=args.inject_latency,
+        max_batch=args.max_batch,
+        batch_wait_ms=args.batch_wait_ms,
+        max_pending=args.max_pending,
+        curve_keys=args.curve_keys,
+        allow_dir=args.allow,
+        warm_up_runs=0 if args.no_warmup else 2,  # on the model thread: see ServerConfig.warm_up_runs
+        insecure=args.insecure,
+    )
+    check_zmq_bind(config.bind, "--bind")
+    openpi = None
+    if args.openpi_port is not None:
+        openpi = OpenpiConfig(args.openpi_host, args.openpi_port, args.openpi_profile, args.openpi_map)
+        openpi.check_access(config)  # no authentication: a reachable host, or CurveZMQ keys, needs --insecure
+        check_tcp_port(openpi.host, openpi.port, "--openpi-port")
+    return CheckedArgs(source, config, openpi, random_dims)
+
+
+def _check_fleet_flags(args: argparse.Namespace) -> None:
+    """--ray: no ZeroMQ server flags; the ingress needs a fixed port, free unless the cluster is elsewhere."""
     zmq_only = given_flags(args, ZMQ_FLAGS)
     if zmq_only:
         raise ConfigError(f"{', '.join(zmq_only)} configure the ZeroMQ server, which --ray does not start")
-    try:
-        from vlash.fleet.app import serve_fleet
-        from vlash.fleet.config import FleetConfig
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] not in ("ray", "fastapi", "starlette"):
-            raise
-        raise ConfigError(
-            f"vlash serve --ray needs Ray Serve ({exc.name} is missing): pip install 'vlash[fleet]'"
-        ) from None
-    source, engine, options, engine_options = policy_plan(args)
-    if args.action_dims or args.state_dims:
-        raise ConfigError("--action-dims / --state-dims shape a single server's random weights, not a --ray fleet")
-    named = source.kind in (PolicyKind.PRESET, PolicyKind.SHIPPED)  # a name: found on every node
-    policy = str(Path(source.value).resolve()) if named and looks_like_path(source.value) else source.value
-    # --device auto: no GPU here, decided once Ray is up (serve_fleet's auto_gpus: where the replicas can have one)
-    auto_gpus = args.device == "auto" and args.replica_gpus is None
-    gpus = args.replica_gpus if args.replica_gpus is not None else float(args.device.startswith("cuda"))
-    config = FleetConfig(
-        policy=policy if named else None,
-        checkpoint=None if named else str(Path(source.path).resolve()),
-        random_weights=source.kind is PolicyKind.PRESET,
-        device=args.device,
-        dtype=args.dtype,
-        engine=engine,
-        **engine_options,
-        num_steps=args.steps,
-        schedule=args.schedule,
-        checkpoint_options=options,
-        allow_failed_gate=args.allow_failed_gate,
-        warm_up_runs=0 if args.no_warmup else 2,
-        num_replicas=args.replicas,
-        num_gpus=gpus,
-        max_batch=args.max_batch,
-        batch_wait_ms=args.batch_wait_ms,
-        openpi_profile=args.openpi_profile,
-        openpi_map=None if args.openpi_map is None else str(args.openpi_map),
-    )
     host, port = args.openpi_host, 8000 if args.openpi_port is None else args.openpi_port
     if port == 0:
         raise ConfigError("--openpi-port 0: Ray Serve's HTTP proxy needs a fixed port with --ray")
@@ -316,18 +180,11 @@ def run_fleet(args: argparse.Namespace) -> int:
     fix = "listen on 127.0.0.1 (--openpi-host)"
     check_unauthenticated(f"openpi ingress {host}:{port}", not is_loopback_host(host), False, args.insecure, fix)
     if args.ray_address is None:
-        check_tcp_port(host, port, "--openpi-port")
+        check_tcp_port(args.openpi_host, port, "--openpi-port")
 
-    def ready(url: str, served: FleetConfig) -> None:
-        print(
-            f"vlash serve --ray: openpi clients on {url} ({served.num_replicas} model replicas, "
-            f"{served.num_gpus:g} GPU each, device={served.device}, batches of up to {served.max_batch}); "
-            "Ctrl-C stops",
-            flush=True,
-        )
 
-    if not serve_fleet(config, host, port, args.ray_address, ready, auto_gpus):  # until SIGINT / SIGTERM
-        print("vlash serve --ray: interrupted before every replica was running", file=sys.stderr, flush=True)
-        return 130
-    print("vlash serve --ray: stopped", flush=True)
-    return 0
+def run(args: argparse.Namespace) -> int:
+    checked = check_args(args)
+    from vlash.cli import serve_run  # torch and the model code: only once the arguments are checked
+
+    return serve_run.run_fleet(args, checked) if args.ray else serve_run.serve(args, checked)

@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.table import Table
 
 from vlash.cli.policy_args import add_policy_arguments, policy_source
-from vlash.cli.preflight import check_output_dir, check_output_file, positive_int
+from vlash.cli.preflight import add_overwrite_argument, check_output_dir, check_output_file, positive_int
 from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
 from vlash.errors import ConfigError
+from vlash.output_kinds import OutputKind
 from vlash.policies.pi05 import available_presets
 from vlash.policies.policy_source import PolicyKind
 from vlash.train.config import ACTION_NORMS, DEFAULT_TASKS, TrainConfig, TrainResult
@@ -42,7 +43,8 @@ AUX_FLAGS = (
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a policy from scratch on simulated expert demonstrations")
-    p.add_argument("--out", required=True, help="policy directory to write (replaced atomically at the end)")
+    p.add_argument("--out", required=True, help="policy directory to write (new or empty; atomically, at the end)")
+    add_overwrite_argument(p, OutputKind.TRAINING_RUN)
     add_policy_arguments(p, f"what to train ({', '.join(available_presets())})", ACCEPTED, default="pi05-tiny")
     p.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="comma-separated robot_io.sim tasks")
     add_sim_arguments(p, "to record in")
@@ -165,7 +167,7 @@ def check_args(args: argparse.Namespace, config: TrainConfig) -> None:
         raise ConfigError(f"--init-from {args.init_from!r}: no such directory")
     if args.dataset is not None:
         check_output_file(Path(args.dataset), "--dataset")
-    check_output_dir(Path(args.out), "--out")
+    check_output_dir(Path(args.out), "--out", OutputKind.TRAINING_RUN, args.overwrite)
 
 
 def sim_settings(args: argparse.Namespace) -> tuple[dict, int]:
@@ -227,10 +229,10 @@ def print_summary(result: TrainResult, console: Console) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vlash.train.trainer import train  # torch-heavy: only when the command runs
-
     config = config_from_args(args)
     check_args(args, config)
+    from vlash.train.trainer import train  # torch-heavy: only once the arguments are checked
+
     console = Console(stderr=args.json)
     try:
         result = train(config, command=shlex.join(["vlash", *sys.argv[1:]]))  # not argv[0]: an install path

@@ -20,6 +20,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from vlash.errors import CheckpointError
+from vlash.policies.dtypes import DTYPE_NAMES
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.layers import RMSNorm
 from vlash.policies.pi05.model import Pi05Model
@@ -41,14 +42,7 @@ PREFIX_MAP: tuple[tuple[str, str], ...] = (
 UNUSED_KEYS = (_PWE + "paligemma.lm_head.weight", _PWE + "gemma_expert.lm_head.weight")
 TIED_EMBEDDING = (_PWE + "paligemma.lm_head.weight", "vlm.embed_tokens.weight")
 LAYOUTS = ("lerobot", "openpi-pytorch", "vlash")
-DTYPES = {
-    "fp32": torch.float32,
-    "float32": torch.float32,
-    "bf16": torch.bfloat16,
-    "bfloat16": torch.bfloat16,
-    "fp16": torch.float16,
-    "float16": torch.float16,
-}
+DTYPES = {name: getattr(torch, dtype) for name, dtype in DTYPE_NAMES.items()}
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -108,14 +102,21 @@ def save_weights(model: Pi05Model, path: str | Path, layout: str = "vlash") -> N
     tmp.replace(path)
 
 
-def _mismatch_report(missing: list[str], unexpected: list[str], shapes: list[str], path: Path) -> str:
+SIZE_HINT = (
+    "its tensors have other shapes than {model}'s: give the model's sizes, `--model-config PRESET|YAML` for a LeRobot "
+    "or openpi checkpoint (e.g. pi05-tiny; default: pi0.5's full size), or the preset it was made from"
+)
+
+
+def _mismatch_report(missing: list[str], unexpected: list[str], shapes: list[str], path: Path, model: str) -> str:
     def listing(title: str, items: list[str]) -> str:
         shown = "\n    ".join(items[:20])
         more = f"\n    ... and {len(items) - 20} more" if len(items) > 20 else ""
         return f"\n  {title} ({len(items)}):\n    {shown}{more}" if items else ""
 
+    hint = f"; {SIZE_HINT.format(model=model)}" if shapes else ""
     return (
-        f"checkpoint {path} does not fit the model:"
+        f"checkpoint {path} does not fit the model{hint}:"
         + listing("missing keys", missing)
         + listing("unexpected keys", unexpected)
         + listing("shape mismatches", shapes)
@@ -146,7 +147,7 @@ def map_state_dict(
         mapped[tied_dst] = tensors[tied_key]
     missing = sorted(set(expected) - set(mapped))
     if missing or unexpected or shapes:
-        raise CheckpointError(_mismatch_report(missing, sorted(unexpected), shapes, path))
+        raise CheckpointError(_mismatch_report(missing, sorted(unexpected), shapes, path, model.config.name))
     return {k: v.to(dtype) for k, v in mapped.items()}
 
 

@@ -28,7 +28,7 @@ import torch
 
 from vlash.errors import CheckpointError
 from vlash.policies.checkpoint import TIED_EMBEDDING, load_model, safetensors_keys
-from vlash.policies.layouts import read_json_object
+from vlash.policies.layouts import NO_TOKENIZER, read_json_object
 from vlash.policies.lerobot_pipeline import read_lerobot_pipeline, relative_mask
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.processor import Pi05Processor
@@ -100,10 +100,7 @@ def _tokenizer(path: Path, options: CheckpointOptions, saved: Path | None) -> Pr
         except TokenizerError:
             if candidate is not path:  # an explicit or saved tokenizer must load
                 raise
-    raise TokenizerError(
-        f"{path} has no tokenizer (LeRobot saves one only from 0.6.2): pass --tokenizer PATH to PaliGemma's "
-        "tokenizer.json or tokenizer.model (google/paligemma-3b-pt-224); vlash never downloads one"
-    )
+    raise TokenizerError(NO_TOKENIZER["lerobot"].format(path=path))
 
 
 def load_lerobot_policy(
@@ -117,11 +114,12 @@ def load_lerobot_policy(
     if pipeline.tokenizer_max_length is not None:
         config = config.with_overrides(max_token_len=int(pipeline.tokenizer_max_length))
     config = options.sized(config)
+    tokenizer = _tokenizer(path, options, pipeline.tokenizer_dir)  # before the weights: a missing one fails at once
     weights = path / "model.safetensors"
     model = load_model(config, weights, dtype=dtype, device=device)
     old = saved_by_lerobot_04(weights)
     encoder = Pi05PromptEncoder(
-        _tokenizer(path, options, pipeline.tokenizer_dir),
+        tokenizer,
         max_len=config.max_token_len,
         state_dims=state_dims,
         pad_state_to=int(doc.get("max_state_dim", 32)) if old else None,

@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 
 from vlash.errors import CheckpointError
-from vlash.policies.layouts import read_json_object
+from vlash.policies.layouts import LEROBOT_PREPROCESSOR, read_json_object, tokenizer_artifact
 from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.policies.stats_io import read_flat_stats
 
 log = logging.getLogger(__name__)
-PREPROCESSOR_JSON = "policy_preprocessor.json"
+PREPROCESSOR_JSON = LEROBOT_PREPROCESSOR
 POSTPROCESSOR_JSON = "policy_postprocessor.json"
 RELATIVE_STEPS = ("relative_actions_processor", "delta_actions_processor")
 IGNORED_STEPS = ("rename_observations_processor", "to_batch_processor", "device_processor")
@@ -155,20 +155,6 @@ def _relative(
     return RelativeActions(tuple(conf.get("exclude_joints") or ()), None if names is None else tuple(names))
 
 
-def _tokenizer(directory: Path, path: Path, step: dict[str, Any] | None) -> tuple[Path | None, int | None]:
-    if step is None:
-        return None, None
-    conf = step.get("config") or {}
-    max_length = conf.get("max_length")
-    artifact = (step.get("artifacts") or {}).get("tokenizer_name")
-    if artifact is None:
-        return None, max_length
-    relative = Path(str(artifact))
-    if relative.is_absolute() or ".." in relative.parts:
-        raise CheckpointError(f"{path}: tokenizer artifact {artifact!r} must be a path inside the checkpoint")
-    return directory / relative, max_length
-
-
 def read_lerobot_pipeline(directory: str | Path) -> LeRobotPipeline:
     """The normalizer, relative-actions setting and tokenizer of a LeRobot pi0.5 checkpoint directory."""
     directory = Path(directory)
@@ -186,7 +172,8 @@ def read_lerobot_pipeline(directory: str | Path) -> LeRobotPipeline:
         features[feat.key] = feat  # LeRobot unnormalizes the action with the postprocessor's stats
     absolute = _one(post_path, post, ("absolute_actions_processor",))
     relative = _relative(pre_path, _one(pre_path, pre, RELATIVE_STEPS), absolute, post_path)
-    tokenizer_dir, max_length = _tokenizer(directory, pre_path, _one(pre_path, pre, ("tokenizer_processor",)))
+    step = _one(pre_path, pre, ("tokenizer_processor",))
+    tokenizer_dir, max_length = tokenizer_artifact(directory, pre_path, step)
     return LeRobotPipeline(Normalizer(features.values()), relative, tokenizer_dir, max_length)
 
 

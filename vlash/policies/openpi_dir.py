@@ -22,7 +22,7 @@ import torch
 
 from vlash.errors import CheckpointError
 from vlash.policies.checkpoint import load_model
-from vlash.policies.layouts import read_json_object
+from vlash.policies.layouts import NO_TOKENIZER, read_json_object
 from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.processor import Pi05Processor
@@ -98,10 +98,7 @@ def openpi_tokenizer(root: Path, options: CheckpointOptions) -> PromptTokenizer:
     try:
         return PromptTokenizer.from_dir(root)
     except TokenizerError:
-        raise TokenizerError(
-            f"{root} has no tokenizer (openpi checkpoints do not include one): pass --tokenizer PATH to "
-            "paligemma_tokenizer.model (gs://big_vision/paligemma_tokenizer.model); vlash never downloads one"
-        ) from None
+        raise TokenizerError(NO_TOKENIZER["openpi"].format(path=root)) from None
 
 
 def openpi_processor(

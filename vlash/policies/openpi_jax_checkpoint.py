@@ -21,6 +21,7 @@ import torch
 
 from vlash.errors import CheckpointError, EngineUnavailable
 from vlash.policies.checkpoint import aligned_state
+from vlash.policies.layouts import checkpoint_dirs
 from vlash.policies.openpi_dir import norm_stats_file, openpi_model_config, openpi_processor, openpi_tokenizer
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.pi05.openpi_jax import convert_openpi_params
@@ -28,17 +29,6 @@ from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy, arithmeti
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
-
-
-def checkpoint_dirs(path: str | Path) -> tuple[Path, Path]:
-    """(checkpoint root holding assets/, params directory) for a checkpoint root or its params/ directory; absolute,
-    as orbax needs."""
-    path = Path(path).resolve()
-    if (path / "params").is_dir():
-        return path, path / "params"
-    if path.is_dir() and path.name == "params":
-        return path.parent, path
-    raise CheckpointError(f"{path} is neither an openpi checkpoint (with params/) nor its params/ directory")
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -14,7 +14,7 @@ a directory name is "no such directory", not "no preset". Each command then take
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
@@ -51,6 +51,7 @@ class PolicySource:
     path: Path | None = None  # the directory (shipped, directory, artifact) or a preset's YAML file; None otherwise
     layout: str | None = None  # directories: "vlash", "lerobot" or "openpi"; shipped: "vlash"
     random_weights: bool = False  # a preset whose weights are to be random (--random-weights)
+    flag: str = "--policy"  # the flag that gave it (--checkpoint where a command keeps that synonym): messages name it
 
     @property
     def name(self) -> str:
@@ -73,9 +74,8 @@ class PolicySource:
         if self.kind in accepted:
             return self
         takes = ", ".join(f"{kind.value}{f' ({use})' if use else ''}" for kind, use in accepted.items())
-        raise ConfigError(
-            f"--policy {self.value!r} is {self.describe()}; vlash {command} takes {takes}{'; ' + hint if hint else ''}"
-        )
+        hint = f"; {hint}" if hint else ""
+        raise ConfigError(f"{self.flag} {self.value!r} is {self.describe()}; vlash {command} takes {takes}{hint}")
 
     def config(self) -> Pi05Config:
         """The model config without loading weights: a preset's, or a vlash directory's / artifact's config.yaml."""
@@ -109,23 +109,24 @@ def looks_like_path(value: str) -> bool:
     return "/" in value or "\\" in value or value.startswith((".", "~"))
 
 
-def resolve_policy(value: str, random_weights: bool = False) -> PolicySource:
-    """What `value` names (see the module docstring); CheckpointError / ConfigError saying what was looked for.
-    `random_weights`: the value must be a preset (or a YAML config), whose weights will be random."""
+def resolve_policy(value: str, random_weights: bool = False, flag: str = "--policy") -> PolicySource:
+    """What `value` names (see the module docstring); CheckpointError / ConfigError saying what was looked for, with
+    `flag` (the option that gave the value). `random_weights`: the value must be a preset (or a YAML config), whose
+    weights will be random."""
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"--policy needs a value, got {value!r}")
-    source = _resolve(value)
+        raise ConfigError(f"{flag} needs a value, got {value!r}")
+    source = replace(_resolve(value, flag), flag=flag)
     if random_weights:
         if source.kind is not PolicyKind.PRESET:
             raise ConfigError(
                 f"--random-weights builds random weights of a preset ({', '.join(available_presets())} or a YAML "
-                f"config); --policy {value!r} is {source.describe()}: drop --random-weights"
+                f"config); {flag} {value!r} is {source.describe()}: drop --random-weights"
             )
-        return PolicySource(PolicyKind.PRESET, value, source.path, random_weights=True)
+        return replace(source, random_weights=True)
     return source
 
 
-def _resolve(value: str) -> PolicySource:
+def _resolve(value: str, flag: str) -> PolicySource:
     if value == ORACLE:
         return PolicySource(PolicyKind.ORACLE, value)
     path = Path(value).expanduser()
@@ -138,14 +139,14 @@ def _resolve(value: str) -> PolicySource:
     if path.is_file():
         if path.suffix.lower() in CONFIG_SUFFIXES:
             return PolicySource(PolicyKind.PRESET, value, path)
-        raise CheckpointError(f"--policy {value!r} is a file, neither a policy directory nor a YAML model config")
+        raise CheckpointError(f"{flag} {value!r} is a file, neither a policy directory nor a YAML model config")
     if looks_like_path(value):
-        raise CheckpointError(f"--policy {value!r}: no such directory or file")
+        raise CheckpointError(f"{flag} {value!r}: no such directory or file")
     if value in available_shipped():
         return PolicySource(PolicyKind.SHIPPED, value, shipped_policy_dir(value), "vlash")
     if value in available_presets():
         return PolicySource(PolicyKind.PRESET, value)
     raise ConfigError(
-        f"--policy {value!r} is not a shipped policy ({', '.join(available_shipped()) or 'none'}), a preset "
+        f"{flag} {value!r} is not a shipped policy ({', '.join(available_shipped()) or 'none'}), a preset "
         f"({', '.join(available_presets())}), '{ORACLE}', or an existing directory or YAML file"
     )

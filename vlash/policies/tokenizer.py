@@ -30,11 +30,10 @@ import numpy as np
 import torch
 
 from vlash.errors import VlashError
+from vlash.policies.layouts import SENTENCEPIECE_MODEL, TOKENIZER_JSON
 
 log = logging.getLogger(__name__)
 
-TOKENIZER_JSON = "tokenizer.json"
-SENTENCEPIECE_MODEL = "tokenizer.model"
 # Tried in order when a tokenizer.json's BOS is not given and tokenizer_config.json does not name one.
 BOS_CANDIDATES = ("<bos>", "<s>")
 # 256 bins over [-1, 1]: the left edges -1, -1 + 2/256, ..., 1 - 2/256.

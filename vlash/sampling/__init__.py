@@ -3,22 +3,24 @@
 t = 1 is noise, t = 0 is data, v ≈ eps - a; Euler in fp32 with per-token time tau [B, H].
 Constant or horizon-aware schedule, committed-prefix clamp, streaming of final actions,
 early stop, and opt-in guided inference-time RTC; per row of a batch (`stack_plans`, `BatchStepper`).
+`Schedule` imports without torch; the other names import it on first use.
 """
 
-from vlash.sampling.batch import BatchStepper, RowDone, RowFinal
-from vlash.sampling.guidance import GuidanceConfig, guidance_weight, guided_velocity, rtc_soft_mask
-from vlash.sampling.plan import SamplingPlan, stack_plans
-from vlash.sampling.results import NOT_FINAL, PREFIX, FinalActions, SampleResult
-from vlash.sampling.sampler import FlowSampler, SamplerConfig, SamplingRun
-from vlash.sampling.schedules import (
-    Schedule,
-    build_tau_grid,
-    constant_tau_grid,
-    global_times,
-    horizon_aware_tau,
-    horizon_aware_tau_grid,
-)
-from vlash.sampling.velocity import VelocityFn
+from vlash.lazy_exports import lazy_exports
+from vlash.sampling.schedule_names import Schedule
+
+_EXPORTS = {  # name -> submodule (each imports torch): imported on first use
+    **dict.fromkeys(("BatchStepper", "RowDone", "RowFinal"), ".batch"),
+    **dict.fromkeys(("GuidanceConfig", "guidance_weight", "guided_velocity", "rtc_soft_mask"), ".guidance"),
+    **dict.fromkeys(("SamplingPlan", "stack_plans"), ".plan"),
+    **dict.fromkeys(("NOT_FINAL", "PREFIX", "FinalActions", "SampleResult"), ".results"),
+    **dict.fromkeys(("FlowSampler", "SamplerConfig", "SamplingRun"), ".sampler"),
+    **dict.fromkeys(
+        ("build_tau_grid", "constant_tau_grid", "global_times", "horizon_aware_tau", "horizon_aware_tau_grid"),
+        ".schedules",
+    ),
+    "VelocityFn": ".velocity",
+}
 
 __all__ = [
     "NOT_FINAL",
@@ -45,3 +47,4 @@ __all__ = [
     "rtc_soft_mask",
     "stack_plans",
 ]
+__getattr__ = lazy_exports(__name__, _EXPORTS)

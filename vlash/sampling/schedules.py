@@ -7,21 +7,14 @@ from row k to row k + 1. Committed prefix positions (i < prefix_len) stay at tau
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 import torch
 from torch import Tensor
+
+from vlash.sampling.schedule_names import Schedule
 
 # Times this close to 0 are snapped to exactly 0, so that "final" (tau == 0) is exact even
 # when (t_k - u_i) leaves a rounding residue (e.g. t_1 - u0 with u0 = (N - 1) / N).
 ZERO_SNAP = 1e-6
-
-
-class Schedule(StrEnum):
-    """Which per-token time grid the sampler integrates along."""
-
-    CONSTANT = "constant"
-    HORIZON_AWARE = "horizon-aware"
 
 
 def _check_common(num_steps: int, horizon: int, prefix_len: int) -> None:

@@ -2,14 +2,18 @@
 training-time RTC prefix and FASTER's horizon-aware mix). Entry point: `train(TrainConfig(...))` or
 `vlash train`."""
 
-from vlash.policies.word_tokenizer import train_tokenizer
+from vlash.lazy_exports import lazy_exports
 from vlash.train.config import TrainConfig, TrainResult
-from vlash.train.dataset import load_episodes, save_episodes
-from vlash.train.episodes import Episode, record_episodes, success_rate
 from vlash.train.errors import DatasetError, TrainError
-from vlash.train.samples import FrameTable, Sample, SampleBatch, SampleSpec, build_sample
-from vlash.train.stats import dataset_normalizer
-from vlash.train.trainer import train
+
+_EXPORTS = {  # name -> module (the training stack: torch): imported on first use
+    "train_tokenizer": "vlash.policies.word_tokenizer",
+    **dict.fromkeys(("load_episodes", "save_episodes"), ".dataset"),
+    **dict.fromkeys(("Episode", "record_episodes", "success_rate"), ".episodes"),
+    **dict.fromkeys(("FrameTable", "Sample", "SampleBatch", "SampleSpec", "build_sample"), ".samples"),
+    "dataset_normalizer": ".stats",
+    "train": ".trainer",
+}
 
 __all__ = [
     "DatasetError",
@@ -30,3 +34,4 @@ __all__ = [
     "train",
     "train_tokenizer",
 ]
+__getattr__ = lazy_exports(__name__, _EXPORTS)
