@@ -97,7 +97,8 @@ def test_the_robot_side_commands_run_and_server_commands_name_their_extra(robot_
     vlash = python.parent / "vlash"
     assert "--server" in _ok(_run([python, ROOT / "examples" / "run_client.py", "--help"], cwd, timeout=120))
     assert "--robot" in _ok(_run([vlash, "run", "--help"], cwd, timeout=120))
-    serve = _run([vlash, "serve", "--help"], cwd, timeout=120)
+    assert "--checkpoint" in _ok(_run([vlash, "serve", "--help"], cwd, timeout=120))  # help needs no torch
+    serve = _run([vlash, "serve", "--policy", "pi05-tiny", "--random-weights"], cwd, timeout=120)
     assert serve.returncode == 2 and "pip install 'vlash[server]'" in serve.stderr, serve.stderr
 
 
