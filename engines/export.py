@@ -17,9 +17,9 @@ from vlash.atomic import staged_directory
 from vlash.engines.artifact import POLICY_DIR, ArtifactManifest
 from vlash.engines.onnx_export import Progress, export_onnx
 from vlash.errors import ConfigError, EngineUnavailable
+from vlash.policies.formats.loading import load_policy
+from vlash.policies.formats.random_policy import write_random_policy
 from vlash.policies.pi05 import load_preset
-from vlash.policies.policy_dir import load_policy
-from vlash.policies.random_policy import write_random_policy
 
 if TYPE_CHECKING:
     from vlash.engines.tensorrt_build import QdqWriter

@@ -105,7 +105,7 @@ def _export_graph(
         if len(list(Path(tmp).iterdir())) == 1:  # weights inline: the file is complete
             shutil.move(raw, target)
             return
-        import onnx  # the exporter scattered >2 GiB weights over many files: gather them into one
+        import onnx  # extra: onnx; the exporter scattered >2 GiB weights over many files: gather them into one
 
         proto = onnx.load(str(raw))
         onnx.save_model(
@@ -130,7 +130,7 @@ def export_onnx(
     if batch < 1:
         raise ConfigError(f"export batch must be >= 1, got {batch}")
     try:
-        import onnx  # noqa: F401  (the exporter needs it)
+        import onnx  # noqa: F401  # extra: onnx (the exporter needs it)
     except ImportError as exc:
         raise EngineUnavailable(f"ONNX export needs `pip install vlash[onnx]` ({exc})") from exc
     out = Path(out_dir)

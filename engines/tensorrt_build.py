@@ -5,7 +5,7 @@ machine without a GPU for a chosen compute capability). Precision:
     fp32 / fp16 / bf16  classic TensorRT: builder flags on the fp32 graph. TensorRT-RTX networks are strongly
                         typed, so fp16 there builds from an fp16 ONNX export; bf16 needs classic TensorRT.
     int8 / fp8          explicit quantization: QDQ graphs from quant.onnx_quant, calibrated on simulated frames
-                        rendered by robot_io.sim with the policy's prompts (never random data).
+                        rendered by vlash.sim with the policy's prompts (never random data).
 Plans are cached (vlash.engines.tensorrt_cache) by model hash, precision, TensorRT version and GPU / target.
 """
 
@@ -144,8 +144,8 @@ def write_precision_graphs(
         target.mkdir(parents=True, exist_ok=True)
         qdq_graphs(directory, manifest, precision, target)
         return
-    from vlash.engines.onnx_export import export_onnx
-    from vlash.policies.policy_dir import load_policy
+    from vlash.engines.onnx_export import export_onnx  # extra: onnx
+    from vlash.policies.formats.loading import load_policy  # extra: server
 
     policy = load_policy(directory / POLICY_DIR)
     target.mkdir(parents=True, exist_ok=True)

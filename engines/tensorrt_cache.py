@@ -34,7 +34,7 @@ def target_name(compute_capability: str | None = None) -> str:
     """The device a plan is built for: "aot-sm89" for an ahead-of-time target, else the visible GPU."""
     if compute_capability is not None:
         return f"aot-{compute_capability.lower()}"
-    import torch
+    import torch  # extra: server
 
     if not torch.cuda.is_available():
         return "no-gpu"

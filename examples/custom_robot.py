@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_io.specs import ArraySpec
+from robot_io.protocol.specs import ArraySpec
 
 JOINTS = [f"joint{i}" for i in range(1, 8)]
 GRIPPER = "gripper.width"
@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from robot_io.client import PolicyClient
-    from robot_io.errors import RobotIOError
     from robot_io.executors import ExecutorConfig
     from robot_io.executors.images import parse_camera_map
+    from robot_io.protocol.errors import RobotIOError
     from robot_io.run_summary import LABELS
     from robot_io.runner import RunConfig, run_robot
 

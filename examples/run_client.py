@@ -34,12 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     from robot_io.client import PolicyClient
     from robot_io.executors import ExecutorConfig
     from robot_io.executors.images import parse_camera_map
-    from robot_io.robots import make_robot
     from robot_io.robots.base import robot_cameras
     from robot_io.run_summary import LABELS
     from robot_io.runner import RunConfig, run_robot
+    from vlash.sim.robot import SimRobot
 
-    robot = make_robot(args.robot)
+    robot = SimRobot.from_spec(args.robot)  # the simulator's arm, a Robot like any other
     with PolicyClient(args.server, timeout_s=10.0, client_name="examples/run_client") as client:
         policy_cameras = [c.name for c in client.connect().cameras]
         cameras = parse_camera_map(args.camera) or default_camera_map(policy_cameras, robot_cameras(robot)[0])

@@ -5,12 +5,12 @@ python examples/stream_actions.py
 
 import torch
 
-from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.examples import random_inputs
+from vlash.policies.pi05.weights import build_random
 from vlash.sampling import FlowSampler, SamplerConfig
 
-model = build_random(load_preset("pi05-tiny"))  # or vlash.policies.checkpoint.load_model(config, "model.safetensors")
+model = build_random(load_preset("pi05-tiny"))  # or load_model(config, "model.safetensors")
 cfg = model.config
 with torch.no_grad():
     cache = model.prefill(random_inputs(cfg))  # images + prompt, once per observation

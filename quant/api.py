@@ -11,7 +11,8 @@ from typing import Any
 from vlash.engines.artifact import MANIFEST, POLICY_DIR, ArtifactManifest
 from vlash.engines.base import Engine, create_engine
 from vlash.errors import CheckpointError
-from vlash.policies.policy_dir import LoadedPolicy, load_policy
+from vlash.policies.formats.base import LoadedPolicy
+from vlash.policies.formats.loading import load_policy
 from vlash.policies.quantized.manifest import QuantManifest, is_quantized
 from vlash.policies.quantized.schemes import get_scheme
 from vlash.quant.artifact import tool_versions
@@ -29,16 +30,16 @@ def quantize(
     """Quantize an fp32 vlash policy directory into `out` (replaced atomically) with `scheme`."""
     engine = get_scheme(scheme).engine
     if engine == "torch":
-        from vlash.quant.artifact import write_torch_artifact
+        from vlash.quant.artifact import write_torch_artifact  # extra: server
 
         write_torch_artifact(policy_dir, out, scheme, group_size)
     elif engine == "onnxruntime":
-        from vlash.quant.onnx_artifact import write_onnx_artifact
+        from vlash.quant.onnx_artifact import write_onnx_artifact  # extra: onnx
 
         write_onnx_artifact(policy_dir, out, scheme, calibration)
     else:  # TensorRT: the exporter + vlash.engines.tensorrt_build, with QDQ graphs calibrated here on sim frames
-        from vlash.engines.export import export_artifact
-        from vlash.quant.onnx_artifact import qdq_writer
+        from vlash.engines.export import export_artifact  # extra: onnx
+        from vlash.quant.onnx_artifact import qdq_writer  # extra: onnx
 
         precision = scheme.removeprefix("trt-")
         export_artifact(

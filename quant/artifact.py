@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 import vlash
 from vlash.atomic import staged_directory
 from vlash.errors import CheckpointError
-from vlash.policies.policy_dir import load_policy
+from vlash.policies.formats.loading import load_policy
 from vlash.policies.quantized.manifest import MANIFEST_NAME, QuantManifest
 from vlash.quant.torch_quant import DEFAULT_GROUP_SIZE, plan_layers, quantize_model
 

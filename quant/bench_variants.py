@@ -12,7 +12,7 @@ from vlash.quant.calibration import FrameSpec
 
 
 def _build(scheme: str, config: Pi05Config, workdir: Path, threads: int | None) -> Engine:
-    from vlash.policies.random_policy import write_random_policy
+    from vlash.policies.formats.random_policy import write_random_policy  # extra: server
 
     source = write_random_policy(Path(workdir) / f"{config.name}-fp32", config.name)
     calibration = FrameSpec(episodes=4, frames_per_episode=2)

@@ -1,6 +1,6 @@
 """Calibration and held-out observations rendered by the simulator (never random data).
 
-Frames come from scripted-expert episodes of robot_io.sim, with each task's own instruction as the prompt
+Frames come from scripted-expert episodes of vlash.sim, with each task's own instruction as the prompt
 and the arm state the robot would send, so activation ranges match what the policy sees in service.
 Calibration and held-out sets use disjoint episode seeds.
 """
@@ -15,7 +15,7 @@ import numpy as np
 
 from vlash.errors import ConfigError
 from vlash.policies.pi05.model import Pi05Inputs
-from vlash.policies.pi05.processor import Observation, Pi05Processor
+from vlash.policies.processing.processor import Observation, Pi05Processor
 
 HELD_OUT_SEED_BASE = 100_000  # held-out episodes use seeds from here; calibration ones start at 0
 DEFAULT_TASKS = ("reach", "track", "whack", "intercept")
@@ -25,7 +25,7 @@ DEFAULT_TASKS = ("reach", "track", "whack", "intercept")
 class FrameSpec:
     """Which simulated frames to render."""
 
-    tasks: tuple[str, ...] = DEFAULT_TASKS  # robot_io.sim tasks, cycled over episodes
+    tasks: tuple[str, ...] = DEFAULT_TASKS  # vlash.sim tasks, cycled over episodes
     episodes: int = 4  # episodes to sample from, >= 1
     frames_per_episode: int = 4  # frames taken per episode (evenly spaced over its first steps), >= 1
     stride: int = 12  # control steps between taken frames, >= 1
@@ -37,14 +37,14 @@ class FrameSpec:
     def __post_init__(self) -> None:
         self.tasks = tuple(self.tasks)
         if not self.tasks:
-            raise ConfigError("FrameSpec.tasks must name at least one robot_io.sim task")
+            raise ConfigError("FrameSpec.tasks must name at least one vlash.sim task")
         for name in ("episodes", "frames_per_episode", "stride", "image_size"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"FrameSpec.{name} must be >= 1, got {getattr(self, name)!r}")
 
     def describe(self) -> dict[str, Any]:
         return {
-            "source": "robot_io.sim",
+            "source": "vlash.sim",
             "tasks": list(self.tasks),
             "seeds": list(self.seeds),
             "frames": self.rendered,
@@ -55,7 +55,7 @@ class FrameSpec:
 
 def render_observations(spec: FrameSpec) -> list[tuple[np.ndarray, np.ndarray, str]]:
     """(image uint8 [S, S, 3], state float32 [J], instruction) per frame, from scripted-expert episodes."""
-    from robot_io.sim import make_env
+    from vlash.sim import make_env  # extra: sim
 
     frames: list[tuple[np.ndarray, np.ndarray, str]] = []
     spec.seeds = []

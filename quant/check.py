@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vlash.engines.base import Engine
-from vlash.policies.policy_dir import LoadedPolicy
+from vlash.policies.formats.base import LoadedPolicy
 from vlash.quant.calibration import FrameSpec, policy_tasks, sim_inputs
 from vlash.quant.fidelity import ActionFidelity, GateThresholds, action_fidelity, action_gate
 from vlash.quant.rollout import RolloutStats, rollout_gate, rollout_stats

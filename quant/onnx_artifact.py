@@ -10,7 +10,7 @@ from vlash.engines.artifact import POLICY_DIR, ArtifactManifest
 from vlash.engines.onnx_export import export_onnx
 from vlash.engines.tensorrt_build import QdqWriter
 from vlash.errors import ConfigError
-from vlash.policies.policy_dir import load_policy
+from vlash.policies.formats.loading import load_policy
 from vlash.policies.quantized.manifest import QuantManifest
 from vlash.policies.quantized.schemes import get_scheme
 from vlash.quant.artifact import POLICY_FILES, base_info, copy_policy_files, tool_versions

@@ -27,7 +27,7 @@ import torch
 
 from vlash.engines.artifact import CACHE_TENSORS, PREFILL_INPUTS
 from vlash.errors import EngineUnavailable
-from vlash.policies.policy_dir import LoadedPolicy
+from vlash.policies.formats.base import LoadedPolicy
 from vlash.quant.calibration import FrameSpec, sim_inputs
 from vlash.sampling import FlowSampler, SamplerConfig
 
@@ -41,8 +41,8 @@ DYNAMIC_WEIGHT_BITS = 7  # reduce_range: no int16 saturation in non-VNNI U8S8 ke
 
 def _onnx_quantization():
     try:
-        import onnx
-        from onnxruntime import quantization
+        import onnx  # extra: onnx
+        from onnxruntime import quantization  # extra: onnx
     except ImportError as exc:
         raise EngineUnavailable(
             f"ONNX quantization needs onnx and onnxruntime (`pip install vlash[onnx]`): {exc}"

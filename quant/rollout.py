@@ -11,8 +11,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from robot_io.executors import ExecutorConfig
 from vlash.engines.base import Engine
-from vlash.policies.policy_dir import LoadedPolicy
+from vlash.eval.episode import EpisodeRunner
+from vlash.eval.link import LinkTiming
+from vlash.eval.metrics import episode_metrics
+from vlash.eval.policies import ModelPolicy
+from vlash.planar_arm import forward
+from vlash.policies.formats.base import LoadedPolicy
+from vlash.runtime.policy_runtime import PolicyRuntime
 
 
 @dataclass
@@ -35,14 +42,7 @@ def rollout_stats(
 ) -> RolloutStats:
     """Synchronous episodes on a zero-latency link (d = 0: each chunk runs in the step of its request) per task;
     `engine` None runs the policy's own torch model."""
-    from robot_io.executors import ExecutorConfig
-    from robot_io.sim import make_env
-    from robot_io.sim.kinematics import forward
-    from vlash.eval.episode import EpisodeRunner
-    from vlash.eval.link import LinkTiming
-    from vlash.eval.metrics import episode_metrics
-    from vlash.eval.policies import ModelPolicy
-    from vlash.runtime.policy_runtime import PolicyRuntime
+    from vlash.sim import make_env  # extra: sim
 
     chunk_policy = ModelPolicy(policy)
     if engine is not None:  # same request path, other engine

@@ -5,7 +5,7 @@ chunk executors, safety and robots live here; the server imports the protocol fr
 ends share one definition.
 """
 
-from robot_io.errors import DeadlineExceeded, ProtocolError, RobotIOError, ShapeError
-from robot_io.specs import ArraySpec
+from robot_io.protocol.errors import DeadlineExceeded, ProtocolError, RobotIOError, ShapeError
+from robot_io.protocol.specs import ArraySpec
 
 __all__ = ["ArraySpec", "DeadlineExceeded", "ProtocolError", "RobotIOError", "ShapeError"]

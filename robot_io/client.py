@@ -19,8 +19,6 @@ from collections import deque
 
 import zmq
 
-from robot_io.endpoints import check_endpoint
-from robot_io.errors import DeadlineExceeded, ProtocolError
 from robot_io.protocol import (
     PROTOCOL_VERSION,
     Actions,
@@ -41,6 +39,8 @@ from robot_io.protocol import (
     receive,
 )
 from robot_io.protocol.curve import CurveClientKeys
+from robot_io.protocol.endpoints import check_endpoint
+from robot_io.protocol.errors import DeadlineExceeded, ProtocolError
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from robot_io.control import Clock, ControlLoop, LoopSummary, MonotonicClock, RecentWindow, Tick
-from robot_io.errors import RobotIOError
 from robot_io.executors import ChunkRecord, PolicyLink, make_executor
 from robot_io.protocol import Metadata
+from robot_io.protocol.errors import RobotIOError
 from robot_io.robots.base import Robot, action_dim, holds_position, state_dim
 from robot_io.run_setup import RunConfig, fit_policy, safety_for
 from robot_io.run_summary import RunSummary

@@ -12,8 +12,8 @@ import pytest
 from tests.torch_threads import torch_threads
 from vlash.engines import create_engine
 from vlash.engines.torch_engine import TorchEngine
-from vlash.policies.pi05.processor import Observation
-from vlash.policies.random_policy import random_policy
+from vlash.policies.formats.random_policy import random_policy
+from vlash.policies.processing.processor import Observation
 from vlash.runtime.policy_runtime import BatchDone, BatchPiece, ChunkRequest, ChunkResult, PolicyRuntime
 
 STEPS = 4

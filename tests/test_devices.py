@@ -16,8 +16,8 @@ from vlash.devices import (
 )
 from vlash.devices import profile as profile_module
 from vlash.errors import ConfigError
-from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
+from vlash.policies.pi05.weights import build_random
 
 VALID = {
     "name": "test",

@@ -171,7 +171,7 @@ def _infer(ingress: SimpleNamespace) -> object:
 def test_the_ingress_retries_a_dead_replica_within_the_timeout():
     from ray.exceptions import ActorDiedError, ActorUnavailableError
 
-    from robot_io.errors import DeadlineExceeded
+    from robot_io.protocol.errors import DeadlineExceeded
 
     ingress = _ingress(FakeModel(ActorDiedError(), ActorUnavailableError("gone", None), "chunk"), timeout_s=5.0)
     assert _infer(ingress) == "chunk" and ingress.retries == 2

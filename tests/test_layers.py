@@ -40,3 +40,22 @@ def test_setuptools_lists_every_package_folder():
     assert listed - data == found
     for package in data:  # data-only folders (presets, device profiles): listed, with their files
         assert package in listed and list((ROOT / package.removeprefix("vlash.").replace(".", "/")).glob("*.yaml"))
+
+
+def test_nothing_imports_in_a_circle():
+    """Not even inside a function: the import graph of vlash and robot_io as installed (grimp reads every import
+    statement, wherever it is) has no cycle."""
+    pytest.importorskip("grimp")
+    assert lint_imports.import_cycles() == []
+
+
+def test_every_in_function_import_names_the_extra_it_guards():
+    """An import inside a function is there only to keep an optional extra optional: it says which one
+    (`# extra: NAME`, on its line or the line above), and the extra exists."""
+    known = lint_imports.extras() | {"dev"}
+    lazy = lint_imports.lazy_imports()
+    assert lazy, "no in-function import found: the scan itself is broken"
+    unmarked = [f"{path.relative_to(ROOT)}:{line}: {stmt}" for path, line, stmt, marks in lazy if not marks]
+    assert not unmarked, "\n".join(unmarked)
+    unknown = [(str(path), marks) for path, _, _, marks in lazy if set(marks) - known]
+    assert not unknown, unknown

@@ -25,8 +25,8 @@ from tests.checkpoints.layouts import Stats, write_lerobot, write_openpi_jax, wr
 from tests.policies.builders import train_sentencepiece_tokenizer, train_wordlevel_tokenizer
 from tests.policies.openpi_fixture import load_reference
 from tests.serve_process import ServeProcess
-from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
+from vlash.policies.pi05.weights import build_random
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent

@@ -218,7 +218,7 @@ def _table(summaries: list[dict], radii: tuple[float, ...]) -> Table:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    from robot_io.sim import make_env
+    from vlash.sim import make_env
 
     env = make_env(args.task, seed=0, image_size=args.image_size)
     dt, touch_radius = env.dt, env.task.config.touch_radius

@@ -43,8 +43,8 @@ import numpy as np
 
 from robot_io.client import PolicyClient
 from robot_io.control import ControlLoop, MonotonicClock, Tick
-from robot_io.errors import RobotIOError
 from robot_io.protocol import Actions, Error, Infer, Metadata
+from robot_io.protocol.errors import RobotIOError
 from vlash.progress import clock_text
 
 PROMPT = "pick up the cube"

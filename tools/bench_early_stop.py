@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from vlash.engines import create_engine
-    from vlash.policies.policy_dir import load_policy
-    from vlash.policies.policy_source import resolve_policy
+    from vlash.policies.formats.loading import load_policy
+    from vlash.policies.names.source import resolve_policy
     from vlash.runtime.loading import example_request
     from vlash.runtime.policy_runtime import PolicyRuntime
 

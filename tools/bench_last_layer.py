@@ -19,8 +19,8 @@ import torch
 from abtime import interleaved, p99
 
 from vlash.engines.base import random_inputs
-from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
+from vlash.policies.pi05.weights import build_random
 
 
 def row(name: str, skipped: list[float], full: list[float]) -> str:

@@ -16,8 +16,8 @@ import torch
 
 from vlash.bench import BenchSettings, run_bench
 from vlash.engines import create_engine
-from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
+from vlash.policies.pi05.weights import build_random
 
 
 def main() -> None:

@@ -7,7 +7,7 @@
 With --openpi PATH (an openpi source checkout, never copied here; needs `pip install 'vlash[bench-jax]'`) the tool
 builds openpi's `Pi0` (pi05=True, fp32) at the vlash config's dimensions, initializes it randomly, re-randomizes
 the leaves openpi initializes to constants (tests/fixtures/openpi_pi05_dummy/README.md, "Re-randomization") and
-loads the very same numbers into vlash with `vlash.policies.pi05.openpi_jax.convert_openpi_params`. Both then
+loads the very same numbers into vlash with `vlash.policies.formats.openpi_jax_params.convert_openpi_params`. Both then
 sample one chunk (batch 1, fp32, --steps Euler steps, the constant schedule) from the same images, tokens, masks
 and noise; when any engine's actions differ from the reference's by more than --tolerance (max |diff|) the tool
 exits 1 without timing. The reference is openpi's `sample_actions` under `jax.jit` (openpi's own `module_jit`);
@@ -50,11 +50,11 @@ from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices import load_profile
 from vlash.devices.host_rates import cached_host_rates, with_host_rates
 from vlash.engines import create_engine
-from vlash.policies.checkpoint import build_random
+from vlash.policies.formats.openpi_jax_params import convert_openpi_params
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
 from vlash.policies.pi05.model import Pi05Inputs, Pi05Model
-from vlash.policies.pi05.openpi_jax import convert_openpi_params
+from vlash.policies.pi05.weights import build_random
 from vlash.sampling import FlowSampler, SamplerConfig
 
 OPENPI = "openpi-jax"

@@ -92,7 +92,7 @@ class Session:
 
         from vlash.bench import bench_config
         from vlash.devices import load_profile
-        from vlash.policies.checkpoint import build_random
+        from vlash.policies.pi05.weights import build_random
 
         self.job, self.device = job, torch.device(job["device"])
         if self.device.type == "cpu" and job.get("threads"):
@@ -107,7 +107,7 @@ class Session:
     def model(self, cameras: int, fp32: bool = False):
         """The weights with `cameras` camera slots (the modules are shared: a camera count is only input shapes)."""
         if fp32 and self._fp32 is None:
-            from vlash.policies.checkpoint import build_random
+            from vlash.policies.pi05.weights import build_random
 
             say("building the fp32 reference (same seed)")
             self._fp32 = build_random(self.config, dtype="fp32", device=self.device, seed=SEED)

@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from robot_io.sim import kinematics, make_env
-from robot_io.sim.tasks.base import COLORS
-from vlash.policies.checkpoint import build_random
+from vlash import make_env
+from vlash import planar_arm as kinematics
 from vlash.policies.pi05.config import load_preset
-from vlash.policies.word_tokenizer import train_tokenizer
+from vlash.policies.pi05.weights import build_random
+from vlash.policies.processing.word_tokenizer import train_tokenizer
+from vlash.sim.tasks.base import COLORS
 from vlash.train.config import TrainConfig
 from vlash.train.data import TrainingData, model_images
 from vlash.train.dataset import load_episodes, save_episodes

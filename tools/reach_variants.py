@@ -21,12 +21,12 @@ from rich.console import Console
 from rich.table import Table
 
 from robot_io.executors import ExecutorConfig
-from robot_io.sim.config import ArmConfig
-from robot_io.sim.env import make_env
-from robot_io.sim.tasks.reach import ReachConfig
 from vlash.eval.episode import EpisodeRunner
 from vlash.eval.link import LinkTiming
 from vlash.eval.policies import OraclePolicy
+from vlash.sim.config import ArmConfig
+from vlash.sim.env import make_env
+from vlash.sim.tasks.reach import ReachConfig
 
 CELLS = (("sync", 0), ("naive", 4), ("vlash", 4))
 

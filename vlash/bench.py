@@ -25,9 +25,9 @@ from vlash.devices import DeviceProfile, model_floors
 from vlash.engines import create_engine
 from vlash.engines.base import Engine
 from vlash.errors import ConfigError
-from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.examples import random_inputs
+from vlash.policies.pi05.weights import build_random
 from vlash.policies.quantized.schemes import precision_label
 from vlash.runtime.loading import check_gate
 from vlash.sampling import FlowSampler, SamplerConfig
@@ -156,7 +156,7 @@ def make_engine(
         model = build_random(config, dtype=precision, device=device)
         return create_engine("torch", model=model, compile_mode=compile_mode, graphs=graphs)
     if artifact is None:
-        from vlash.engines.onnx_export import export_onnx
+        from vlash.engines.onnx_export import export_onnx  # extra: onnx
 
         artifact = Path(workdir or tempfile.mkdtemp(prefix="vlash-bench-")) / f"{config.name}-{precision}"
         export_onnx(build_random(config), artifact, precision=precision)

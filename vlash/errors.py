@@ -1,6 +1,6 @@
-"""Typed errors of the server side. Robot-side errors live in robot_io.errors and are re-exported here."""
+"""Typed errors of the server side. Robot-side errors live in robot_io.protocol.errors and are re-exported here."""
 
-from robot_io.errors import DeadlineExceeded, ProtocolError, ShapeError
+from robot_io.protocol.errors import DeadlineExceeded, ProtocolError, ShapeError
 
 
 class VlashError(Exception):

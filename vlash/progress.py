@@ -71,7 +71,7 @@ class ProgressLines:
 
 
 def is_terminal(stream: TextIO) -> bool:
-    from rich.console import Console
+    from rich.console import Console  # extra: server
 
     return Console(file=stream).is_terminal  # rich's rule (honours FORCE_COLOR / TTY_COMPATIBLE)
 
@@ -96,8 +96,8 @@ def progress(
         lines = ProgressLines(label, total, lambda text: print(text, file=stream, flush=True), every_s, counted=counted)
         yield lines.update
         return
-    from rich.console import Console
-    from rich.progress import (
+    from rich.console import Console  # extra: server
+    from rich.progress import (  # extra: server
         BarColumn,
         MofNCompleteColumn,
         Progress,

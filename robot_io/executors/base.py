@@ -33,7 +33,6 @@ from typing import Protocol
 import numpy as np
 
 from robot_io.control.clock import Clock, MonotonicClock
-from robot_io.errors import RobotIOError
 from robot_io.executors.chunk import ChunkRecord, PendingRequest, RunningChunk
 from robot_io.executors.config import ExecutorConfig
 from robot_io.executors.delay import DelayEstimator
@@ -41,6 +40,7 @@ from robot_io.executors.images import match_cameras
 from robot_io.executors.link import LinkWatch
 from robot_io.executors.replies import ReplyHandling
 from robot_io.protocol import Actions, Error, Infer, Limits, Metadata
+from robot_io.protocol.errors import RobotIOError
 
 log = logging.getLogger(__name__)
 POLL_MARGIN_NS = 1_000_000  # ZeroMQ polls in whole milliseconds: stop waiting this early so ticks start on time

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from robot_io.errors import ShapeError
+from robot_io.protocol.errors import ShapeError
 
 EXECUTION_MODES = ("sync", "naive", "vlash", "prefix", "rtc", "faster", "ensemble")
 # how the robot applies an action: "absolute" targets (joint positions), "delta" increments of the state per chunk

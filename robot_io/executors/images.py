@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from robot_io.errors import ShapeError
 from robot_io.protocol import CameraSpec, Limits
+from robot_io.protocol.errors import ShapeError
 
 MASKED = "none"  # the right-hand side of a map entry that leaves a policy camera out
 CameraMap = dict[str, str | None]  # policy camera -> robot camera (None: left out, masked by the server)

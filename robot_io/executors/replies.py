@@ -14,10 +14,10 @@ import math
 
 import numpy as np
 
-from robot_io.errors import RobotIOError
 from robot_io.executors.chunk import PendingRequest
 from robot_io.executors.link import time_of_day
 from robot_io.protocol import Actions, Error, ErrorCode
+from robot_io.protocol.errors import RobotIOError
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import zmq
 import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
 
 log = logging.getLogger(__name__)
 RESCAN_S = 1.0  # an unknown client key re-reads the allow-list directory at most this often
@@ -130,8 +131,6 @@ class CurveServerKeys:
 
     def start_authenticator(self, context: zmq.Context):
         """Start the ZAP handler that enforces the allow-list (call before bind; stop() it on shutdown)."""
-        from zmq.auth.thread import ThreadAuthenticator
-
         auth = ThreadAuthenticator(context)
         auth.start()
         if self.allowed_clients_dir is None:

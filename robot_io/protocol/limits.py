@@ -58,7 +58,7 @@ def validate_infer(infer: Infer, metadata: Metadata) -> None:
         raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"no camera image; the policy has {sorted(expected)}")
     for name, image in infer.images.items():
         cam, (height, width) = expected[name], image.shape[:2]
-        ratio = max(width / cam.width, height / cam.height, 1e-9)  # resize-with-pad scale (vlash.policies.image)
+        ratio = max(width / cam.width, height / cam.height, 1e-9)  # resize-with-pad's scale
         _check(
             int(height / ratio) >= 1 and int(width / ratio) >= 1,
             f"image {name!r}: {height}x{width} is too thin to resize into {cam.height}x{cam.width}",

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from robot_io.errors import ProtocolError
+from robot_io.protocol.errors import ProtocolError
 
 PROTOCOL_VERSION = 2  # 2: final ACTIONS may be short (the early stop); delay_steps counts chunk indices
 SCHEDULES = ("constant", "horizon-aware")  # flow-sampling schedules a request may ask for

@@ -1,5 +1,6 @@
-"""Robots the runner can drive: the simulated arm, any LeRobot robot, a mock arm shaped like the policy, and an
-OpenCV camera source."""
+"""Robots the runner can drive: any LeRobot robot, a mock arm shaped like the policy, and an OpenCV camera source.
+The simulated arm is the simulator's (vlash.sim.robot.SimRobot), a Robot like any other; `vlash run --robot sim:TASK`
+builds it."""
 
 from __future__ import annotations
 
@@ -10,14 +11,12 @@ from robot_io.robots.base import Robot, RobotConfigError
 from robot_io.robots.camera import OpenCVCamera
 from robot_io.robots.lerobot_robot import LeRobotRobot
 from robot_io.robots.mock_robot import MockRobot
-from robot_io.robots.sim_robot import EpisodeOutcome, SimRobot
 
-SPECS = "'sim:<task>[:<seed>]', 'lerobot:<type>' (with --robot-config FILE.yaml) or 'mock'"
+SPECS = "'lerobot:<type>' (with --robot-config FILE.yaml) or 'mock'"
 
 
 def make_robot(spec: str, config_path: str | Path | None = None, metadata: Metadata | None = None) -> Robot:
     """A robot from a command-line spec (not connected):
-    "sim:<task>[:<seed>]"  the simulated arm (e.g. sim:reach, sim:whack:3);
     "lerobot:<type>"       a LeRobot robot built by LeRobot's own config registry and factory, its config fields
                            read from `config_path` (YAML: port, id, cameras, ...), e.g. lerobot:so101_follower;
     "mock"                 a mock arm shaped like the policy the server describes (`metadata`, its METADATA).
@@ -29,26 +28,21 @@ def make_robot(spec: str, config_path: str | Path | None = None, metadata: Metad
         if metadata is None:
             raise RobotConfigError("the mock robot is shaped like the policy: give the server's metadata")
         return MockRobot.for_policy(metadata)
-    if kind == "sim":
-        if config_path is not None:
-            raise RobotConfigError(f"a robot config file applies to lerobot:<type> robots, not {spec!r}")
-        return SimRobot.from_spec(spec)
     if kind == "lerobot":
         if not rest:
             raise RobotConfigError(f"robot spec {spec!r}: name the LeRobot robot type, e.g. lerobot:so101_follower")
-        from robot_io.robots.lerobot_factory import load_robot_config, make_lerobot_robot
+
+        from robot_io.robots.lerobot_factory import load_robot_config, make_lerobot_robot  # extra: lerobot (and yaml)
 
         return make_lerobot_robot(rest, None if config_path is None else load_robot_config(config_path))
     raise RobotConfigError(f"unknown robot spec {spec!r}; the command line supports {SPECS}")
 
 
 __all__ = [
-    "EpisodeOutcome",
     "LeRobotRobot",
     "MockRobot",
     "OpenCVCamera",
     "Robot",
     "RobotConfigError",
-    "SimRobot",
     "make_robot",
 ]

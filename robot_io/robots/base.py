@@ -28,8 +28,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from robot_io.errors import RobotIOError, ShapeError
-from robot_io.specs import ArraySpec
+from robot_io.protocol.errors import RobotIOError, ShapeError
+from robot_io.protocol.specs import ArraySpec
 
 
 class RobotConfigError(RobotIOError, ValueError):

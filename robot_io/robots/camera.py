@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_io.errors import DeadlineExceeded, RobotIOError
+from robot_io.protocol.errors import DeadlineExceeded, RobotIOError
 
 log = logging.getLogger(__name__)
 CAP_PROP_FRAME_WIDTH, CAP_PROP_FRAME_HEIGHT, CAP_PROP_FPS = 3, 4, 5  # OpenCV's VideoCaptureProperties values
@@ -23,7 +23,7 @@ CAP_PROP_FRAME_WIDTH, CAP_PROP_FRAME_HEIGHT, CAP_PROP_FPS = 3, 4, 5  # OpenCV's 
 
 def _opencv() -> Any:
     try:
-        import cv2
+        import cv2  # extra: sim
     except ImportError as exc:
         raise RobotIOError(
             "OpenCVCamera needs OpenCV: pip install opencv-python-headless (or the vlash[sim] extra)"

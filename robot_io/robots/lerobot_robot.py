@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from robot_io.errors import ShapeError
+from robot_io.protocol.errors import ShapeError
+from robot_io.protocol.specs import ArraySpec
 from robot_io.robots.base import action_vector
 from robot_io.robots.camera import OpenCVCamera
-from robot_io.specs import ArraySpec
 
 JOINT_SUFFIX = ".pos"
 

@@ -23,8 +23,8 @@ import torch
 from safetensors.torch import save_file
 
 from tests.conftest import FIXTURES
-from vlash.policies.checkpoint import export_state_dict
 from vlash.policies.pi05.model import Pi05Model
+from vlash.policies.pi05.weights import export_state_dict
 
 TEMPLATES = FIXTURES / "lerobot_layouts"
 LEROBOT_VERSIONS = ("0.4.4", "0.5.1", "0.6.1", "head")

@@ -23,13 +23,15 @@ from tests.policies.builders import train_wordlevel_tokenizer
 from tests.serve_process import served
 from vlash.engines import create_engine
 from vlash.errors import CheckpointError
-from vlash.policies.checkpoint import build_random
-from vlash.policies.normalization import EpsRule, FeatureNorm, Normalizer, NormMode
+from vlash.policies.formats.base import CheckpointOptions, LoadedPolicy
+from vlash.policies.formats.loading import load_policy
+from vlash.policies.formats.vlash_dir import save_loaded_policy
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.model import Pi05Model
-from vlash.policies.pi05.processor import Pi05Processor
-from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy, load_policy, save_loaded_policy
-from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
+from vlash.policies.pi05.weights import build_random
+from vlash.policies.processing.normalization import EpsRule, FeatureNorm, Normalizer, NormMode
+from vlash.policies.processing.processor import Pi05Processor
+from vlash.policies.processing.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 
 CAMERA = "front"

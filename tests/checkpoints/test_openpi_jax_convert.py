@@ -14,7 +14,7 @@ from tests.checkpoints.layouts import Stats, write_openpi_jax
 from tests.policies.builders import train_wordlevel_tokenizer
 from tests.policies.openpi_fixture import load_reference
 from vlash.cli.main import main
-from vlash.policies.policy_dir import load_policy
+from vlash.policies.formats.loading import load_policy
 from vlash.sampling import FlowSampler, SamplerConfig
 
 pytest.importorskip("orbax.checkpoint", reason="the openpi extra (orbax-checkpoint) is not installed")

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from robot_io.protocol import Infer
-from robot_io.sim import make_env
 from vlash.eval.policies import ModelPolicy
-from vlash.policies.policy_dir import load_policy
-from vlash.policies.shipped import shipped_policy_dir
+from vlash.policies.formats.loading import load_policy
+from vlash.policies.names.shipped import shipped_policy_dir
+from vlash.sim import make_env
 
 SHIPPED = {"pi05-tiny-sim": True, "pi05-tiny-sim-baseline": False}  # name -> trained with both augmentations
 

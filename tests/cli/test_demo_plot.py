@@ -9,7 +9,8 @@ import pytest
 from robot_io.control import SimulatedClock
 from robot_io.executors import ExecutorConfig
 from robot_io.runner import RunConfig, Runner
-from robot_io.testing import FakePolicyClient, PointArm, point_metadata, ramp_planner
+from tests.fakes import PointArm, point_metadata, ramp_planner
+from vlash.sim.policy_link import FakePolicyClient
 
 pytest.importorskip("matplotlib")
 from vlash.demo.plot import demo_figure, plot_demo  # noqa: E402  (matplotlib is the simulator extra's)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from vlash.cli.main import main
-from vlash.policies.shipped import available_shipped, shipped_policy_dir
+from vlash.policies.names.shipped import available_shipped, shipped_policy_dir
 
 SHIPPED = "pi05-tiny-sim"
 
@@ -102,8 +102,8 @@ def test_export(monkeypatch, blocked, tmp_path, capsys):
 
 
 def test_quantize(monkeypatch, blocked, tmp_path, capsys):
-    import vlash.policies.policy_dir as policy_dir
-    import vlash.policies.random_policy as random_policy
+    import vlash.policies.formats.loading as policy_dir
+    import vlash.policies.formats.random_policy as random_policy
 
     monkeypatch.setattr(policy_dir, "load_policy", refuse("the policy load"))
     monkeypatch.setattr(random_policy, "write_random_policy", refuse("the random policy"))
@@ -144,8 +144,8 @@ def test_train(monkeypatch, blocked, tmp_path, capsys):
 
 
 def test_convert(monkeypatch, tmp_path, capsys):
-    import vlash.policies.openpi_jax_checkpoint as openpi_jax
-    import vlash.policies.policy_dir as policy_dir
+    import vlash.policies.formats.loading as policy_dir
+    import vlash.policies.formats.openpi_jax as openpi_jax
 
     monkeypatch.setattr(policy_dir, "load_policy", refuse("the checkpoint load"))
     monkeypatch.setattr(openpi_jax, "convert_openpi_jax", refuse("the openpi conversion"))

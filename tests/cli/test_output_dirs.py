@@ -77,8 +77,8 @@ OTHER_KIND = {
 # imported while another command's step is patched would keep the patched function)
 HEAVY_STEP = {
     "export": ("vlash.engines.export", "export_artifact"),
-    "quantize": ("vlash.policies.random_policy", "write_random_policy"),
-    "convert": ("vlash.policies.policy_dir", "load_policy"),
+    "quantize": ("vlash.policies.formats.random_policy", "write_random_policy"),
+    "convert": ("vlash.policies.formats.loading", "load_policy"),
     "train": ("vlash.train.trainer", "train"),
 }
 
@@ -152,12 +152,12 @@ def test_several_schemes_apply_the_rule_to_each_schemes_directory(monkeypatch, t
 
 def test_the_marker_names_are_the_writers(tmp_path):
     from vlash.engines import artifact
-    from vlash.policies import policy_dir
+    from vlash.policies.formats import vlash_dir
     from vlash.policies.quantized.manifest import MANIFEST_NAME
     from vlash.train.output import TRAIN_LOG as WRITTEN_LOG
 
     assert (ARTIFACT_MANIFEST, ARTIFACT_FORMAT) == (artifact.MANIFEST, artifact.FORMAT)
-    assert (POLICY_FORMAT, QUANT_MANIFEST, TRAIN_LOG) == (policy_dir.FORMAT, MANIFEST_NAME, WRITTEN_LOG)
+    assert (POLICY_FORMAT, QUANT_MANIFEST, TRAIN_LOG) == (vlash_dir.FORMAT, MANIFEST_NAME, WRITTEN_LOG)
     assert output_kind(tmp_path / "missing") is None and output_kind(user_files(tmp_path / "u")) is None
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -186,8 +186,8 @@ def test_quantize_replaces_a_quantized_policy_with_overwrite(tmp_path):
 def test_convert_replaces_a_policy_directory_with_overwrite(tmp_path):
     from tests.checkpoints.layouts import Stats, write_openpi_pytorch
     from tests.policies.builders import train_wordlevel_tokenizer
-    from vlash.policies.checkpoint import build_random
     from vlash.policies.pi05 import load_preset
+    from vlash.policies.pi05.weights import build_random
 
     source = write_openpi_pytorch(tmp_path / "openpi", build_random(load_preset(MICRO), seed=1), Stats.random(4, 4))
     out = fake_output(tmp_path / "converted", OutputKind.POLICY)

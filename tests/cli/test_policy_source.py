@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from vlash.errors import CheckpointError, ConfigError
-from vlash.policies.pi05 import load_preset
-from vlash.policies.policy_source import (
+from vlash.policies.names.shipped import available_shipped, shipped_policy_dir
+from vlash.policies.names.source import (
     ARTIFACT_MANIFEST,
     ARTIFACT_POLICY_DIR,
     ORACLE,
@@ -17,7 +17,7 @@ from vlash.policies.policy_source import (
     read_policy_config,
     resolve_policy,
 )
-from vlash.policies.shipped import available_shipped, shipped_policy_dir
+from vlash.policies.pi05 import load_preset
 
 MICRO = Path(__file__).parents[1] / "train" / "pi05-micro.yaml"
 SHIPPED = "pi05-tiny-sim"

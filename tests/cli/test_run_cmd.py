@@ -23,7 +23,7 @@ import pytest
 from robot_io.protocol import CameraSpec, Metadata
 from robot_io.run_summary import LABELS
 from robot_io.stop_signals import StopRequest
-from robot_io.testing import LoopbackPolicyServer, hold_planner
+from tests.fakes import LoopbackPolicyServer, hold_planner
 from tests.import_guard import BLOCK_HEAVY_IMPORTS
 from tests.robot_io.lerobot_fixture import FAKE_LEROBOT, ROOT, SO101_YAML, fake_lerobot_on_path
 from vlash.cli.main import main
@@ -119,7 +119,7 @@ BLOCKED_LEROBOT_RUN = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
     HEAVY = (*HEAVY, "rich", "gymnasium", "cv2")  # the robot computer: numpy, pyzmq, msgpack, pyyaml (+ LeRobot)
     sys.path.insert(0, {fake!r})
     from robot_io.protocol import CameraSpec, Metadata
-    from robot_io.testing import LoopbackPolicyServer, hold_planner
+    from tests.fakes import LoopbackPolicyServer, hold_planner
     from vlash.cli.main import main
 
     cams = [CameraSpec("base_0_rgb", 224, 224), CameraSpec("left_wrist_0_rgb", 224, 224)]

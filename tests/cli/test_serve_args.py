@@ -17,7 +17,7 @@ from tests.serve_process import ServeProcess
 from tests.server.conftest import MICRO, write_policy
 from vlash.cli.main import parse_args
 from vlash.errors import ConfigError
-from vlash.policies.policy_source import PolicyKind
+from vlash.policies.names.source import PolicyKind
 
 
 @pytest.fixture(scope="module")

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from robot_io.robots import SimRobot
-from robot_io.sim.tasks.reach import ReachConfig
 from tests.server.conftest import write_policy
 from tests.torch_threads import torch_threads
 from vlash.engines import create_engine
-from vlash.policies.policy_dir import load_policy
-from vlash.policies.shipped import shipped_root
+from vlash.policies.formats.loading import load_policy
+from vlash.policies.names.shipped import shipped_root
 from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.config import ServerConfig
 from vlash.server.requests import policy_metadata
 from vlash.server.server import PolicyServer
+from vlash.sim.robot import SimRobot
+from vlash.sim.tasks.reach import ReachConfig
 
 SHIPPED = "pi05-tiny-sim"
 EPISODE_STEPS = 30  # short reach episodes (30 control steps: 1 s at 30 Hz) so every mode finishes one quickly

@@ -19,7 +19,7 @@ from robot_io.protocol import Infer
 from robot_io.runner import run_robot
 from tests.e2e.conftest import EPISODE_STEPS, sim_robot
 from tests.e2e.pacing import client_timeout_s, paced_run_config, probe_pace, run_bound_s
-from vlash.policies.image import resize_with_pad
+from vlash.policies.processing.image import resize_with_pad
 from vlash.runtime.policy_runtime import ChunkRequest
 
 RUN_STEPS = 3 * EPISODE_STEPS  # control steps of each run (3 s at 30 Hz)

@@ -17,6 +17,6 @@ def onnx_artifact(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model(onnx_artifact):
     """The torch model the artifact was exported from (its policy/ copy)."""
-    from vlash.policies.policy_dir import load_policy
+    from vlash.policies.formats.loading import load_policy
 
     return load_policy(onnx_artifact / "policy").model

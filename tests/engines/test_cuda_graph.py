@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vlash.engines import create_engine
-from vlash.policies.random_policy import random_policy
+from vlash.policies.formats.random_policy import random_policy
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 
 pytestmark = pytest.mark.gpu

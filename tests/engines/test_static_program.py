@@ -14,8 +14,8 @@ from tests.torch_threads import torch_threads
 from vlash.engines import create_engine
 from vlash.engines.static_program import prefill_function, span_function
 from vlash.errors import ConfigError
+from vlash.policies.formats.random_policy import random_policy
 from vlash.policies.pi05.examples import random_inputs
-from vlash.policies.random_policy import random_policy
 from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult, PolicyRuntime
 from vlash.sampling.span import StepSpan
 

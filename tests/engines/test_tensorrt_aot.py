@@ -35,7 +35,7 @@ def test_build_plans_ahead_of_time_for_sm89(trt, onnx_artifact, tmp_path, precis
     assert manifest.notes["tensorrt"]["target"] == "aot-sm89"
     assert len(list(cache.directory.glob("*.plan"))) == 2
     if precision == "int8":  # QDQ graphs calibrated on simulated frames, not random data
-        assert manifest.notes["calibration"]["source"] == "robot_io.sim"
+        assert manifest.notes["calibration"]["source"] == "vlash.sim"
 
 
 def test_unknown_compute_capability_is_a_config_error(trt, onnx_artifact):
@@ -85,13 +85,15 @@ def test_tensorrt_engine_matches_torch(onnx_artifact, tiny_model, tmp_path):
 @pytest.mark.trt
 @pytest.mark.slow
 def test_a_lerobot_policy_builds_with_an_fp32_time_embedding(trt, tmp_path):
-    """LeRobot's arithmetic has the time embedding in float64 (vlash.policies.lerobot_dir), which TensorRT lacks:
+    """LeRobot's arithmetic has the time embedding in float64 (vlash.policies.formats.lerobot), which TensorRT lacks:
     its build runs it in fp32 and the manifest says so; onnxruntime keeps float64 (the parity tests)."""
     from pathlib import Path
 
     from vlash.engines.export import export_artifact
+    from vlash.policies.formats.base import CheckpointOptions
+    from vlash.policies.formats.loading import load_policy
+    from vlash.policies.formats.vlash_dir import save_loaded_policy
     from vlash.policies.pi05.config import load_preset
-    from vlash.policies.policy_dir import CheckpointOptions, load_policy, save_loaded_policy
 
     shipped = Path(__file__).resolve().parents[2] / "examples" / "lerobot_pi05_tiny"
     options = CheckpointOptions(

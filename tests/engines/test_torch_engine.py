@@ -11,10 +11,10 @@ from torch._dynamo.utils import counters
 
 from vlash.engines import available_engines, create_engine
 from vlash.errors import ConfigError, ShapeError
-from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.examples import random_inputs
 from vlash.policies.pi05.model import PrefixCache
+from vlash.policies.pi05.weights import build_random
 from vlash.sampling.guidance import GuidanceConfig
 from vlash.sampling.sampler import FlowSampler, SamplerConfig
 

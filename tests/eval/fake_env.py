@@ -1,4 +1,4 @@
-"""A minimal deterministic env with the robot_io.sim interface the harness uses: one joint that tracks its command
+"""A minimal deterministic env with the vlash.sim interface the harness uses: one joint that tracks its command
 with a first-order lag (half the error per step, like a real position controller, so the observed state trails the
 command); the expert ramps toward a goal at `vmax` per step from the state it is given. RecordingPolicy records
 every request the executor under evaluation sent, and what the policy answered."""

@@ -13,10 +13,11 @@ from tests.policies.builders import train_wordlevel_tokenizer
 from vlash.eval.episode import EpisodeRunner
 from vlash.eval.link import NOT_FINAL_ROW, PREFIX_ROW, LinkTiming, oracle_result
 from vlash.eval.policies import ModelPolicy
-from vlash.policies.checkpoint import build_random
-from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
+from vlash.policies.formats.loading import load_policy
+from vlash.policies.formats.vlash_dir import save_policy
 from vlash.policies.pi05 import load_preset
-from vlash.policies.policy_dir import load_policy, save_policy
+from vlash.policies.pi05.weights import build_random
+from vlash.policies.processing.normalization import FeatureNorm, Normalizer, NormMode
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 
 from robot_io.executors import ExecutorConfig
-from robot_io.sim import make_env
-from robot_io.sim.settings import load_sim_settings
 from vlash.eval.episode import EpisodeRunner
 from vlash.eval.link import LinkTiming
 from vlash.eval.metrics import boundary_jump
 from vlash.eval.policies import OraclePolicy
+from vlash.sim import make_env
+from vlash.sim.settings import load_sim_settings
 
 VELOCITY_LOAD = Path(__file__).parents[2] / "configs" / "eval" / "velocity-load.yaml"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_io.oracle import ExpertPlanner
 from robot_io.protocol import Infer
 from tests.eval.fake_env import RampEnv, run_ramp
+from vlash.sim.oracle import ExpertPlanner
 
 D, S = 4, 10  # the second request goes out at step 10 and takes over at 14 (test_episode.py)
 

@@ -23,7 +23,7 @@ from vlash.eval.sweep import (
     jobs_for,
     run_sweep,
 )
-from vlash.policies.shipped import available_shipped, shipped_policy_dir
+from vlash.policies.names.shipped import available_shipped, shipped_policy_dir
 
 pytestmark = pytest.mark.sim
 
@@ -109,7 +109,7 @@ def test_an_episode_failure_names_the_episode(monkeypatch):
 
 
 def test_a_commanded_state_with_relative_actions_fails_in_the_parent(no_pool):
-    from robot_io.sim.settings import SimSettings
+    from vlash.sim.settings import SimSettings
 
     commanded = ExecutorConfig(mode="naive", state_source="commanded")
     with pytest.raises(ConfigError, match="needs absolute actions"):

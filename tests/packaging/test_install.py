@@ -62,7 +62,7 @@ def test_the_wheel_installs_under_vlash_only(wheel):
     tops = {n.split("/")[0] for n in names if not n.startswith("vlash-")}
     assert tops == {"vlash", "robot_io"}, tops
     for expected in ("vlash/engines/base.py", "vlash/quant/api.py", "vlash/configs/policies/pi05.yaml",
-                     "vlash/configs/devices/cpu.yaml", "robot_io/sim/task_space.py"):  # fmt: skip
+                     "vlash/configs/devices/cpu.yaml", "vlash/policies/processing/task_space.py"):  # fmt: skip
         assert expected in names, expected
 
 
@@ -81,10 +81,8 @@ def test_the_robot_side_installs_without_torch_and_its_tests_pass(robot_env):
     for heavy in ("torch", "safetensors", "tokenizers", "gymnasium", "cv2", "rich"):
         assert not _importable(python, heavy, cwd), f"{heavy} came with `pip install vlash`"
     walk = "import importlib, pkgutil, robot_io; print(robot_io.__file__)\n" + (
-        "[importlib.import_module(m.name) for m in pkgutil.walk_packages(robot_io.__path__, 'robot_io.')"
-        " if not m.name.startswith(('robot_io.sim.env', 'robot_io.sim.render', 'robot_io.sim.rollout',"
-        " 'robot_io.sim.bench'))]"
-    )  # every robot_io module but the simulator's environment imports from the wheel (not this checkout)
+        "[importlib.import_module(m.name) for m in pkgutil.walk_packages(robot_io.__path__, 'robot_io.')]"
+    )  # every robot_io module imports from the wheel (not this checkout): the simulator is vlash.sim
     assert "site-packages" in _ok(_run([python, "-c", walk], cwd, timeout=120))
     # the robot side's tests, in this checkout, with only the robot side's dependencies installed
     tests = ["tests/robot_io", "tests/cli/test_run_cmd.py"]
@@ -135,8 +133,8 @@ def test_the_server_side_serves_without_the_simulator(server_env, tmp_path):
 def test_the_server_side_serves_a_lerobot_checkpoint(server_env, tmp_path):
     from tests.checkpoints.layouts import Stats, write_lerobot
     from tests.policies.builders import train_wordlevel_tokenizer
-    from vlash.policies.checkpoint import build_random
     from vlash.policies.pi05 import load_preset
+    from vlash.policies.pi05.weights import build_random
 
     python, cwd = server_env
     tokenizer = train_wordlevel_tokenizer(tmp_path / "tok") / "tokenizer.json"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.policies.builders import train_wordlevel_tokenizer
-from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
+from vlash.policies.pi05.weights import build_random
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 from tests.conftest import FIXTURES
+from vlash.policies.formats.openpi_jax_params import convert_openpi_params
 from vlash.policies.pi05.config import Pi05Config, config_from_dict
 from vlash.policies.pi05.model import Pi05Inputs, Pi05Model
-from vlash.policies.pi05.openpi_jax import convert_openpi_params
 
 NPZ = FIXTURES / "openpi_pi05_dummy" / "reference.npz"
 EMBED = "params_sparse/PaliGemma/llm/embedder/input_embedding/"

@@ -11,7 +11,9 @@ from safetensors.torch import load_file, save_file
 
 from tests.conftest import FIXTURES
 from vlash.errors import CheckpointError
-from vlash.policies.checkpoint import (
+from vlash.policies.pi05 import Pi05Model, load_preset
+from vlash.policies.pi05.examples import random_inputs
+from vlash.policies.pi05.weights import (
     UNUSED_KEYS,
     build_random,
     export_state_dict,
@@ -19,8 +21,6 @@ from vlash.policies.checkpoint import (
     save_weights,
     to_vlash_key,
 )
-from vlash.policies.pi05 import Pi05Model, load_preset
-from vlash.policies.pi05.examples import random_inputs
 from vlash.sampling import FlowSampler, SamplerConfig
 
 
@@ -126,7 +126,7 @@ def test_full_size_preset_matches_lerobot_layout_exactly():
 
 
 def test_weights_off_a_64_byte_boundary_are_copied_onto_one_and_ties_survive():
-    from vlash.policies.checkpoint import ALIGNMENT, aligned_state
+    from vlash.policies.pi05.weights import ALIGNMENT, aligned_state
 
     buffer = torch.arange(200, dtype=torch.float32)
     offset = buffer[6:70].view(8, 8)  # 24 bytes past an aligned start: a safetensors tensor at an odd offset

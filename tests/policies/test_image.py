@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from vlash.policies.image import ImageError, resize_with_pad, resized_shape, to_model_image
+from vlash.policies.processing.image import ImageError, resize_with_pad, resized_shape, to_model_image
 
 
 def _white(h: int, w: int, b: int | None = None) -> np.ndarray:

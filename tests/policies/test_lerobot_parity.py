@@ -20,9 +20,10 @@ from robot_io.protocol import Infer
 from tests.serve_process import ServeProcess
 from tests.torch_threads import torch_threads
 from vlash.engines import create_engine
+from vlash.policies.formats.base import CheckpointOptions
+from vlash.policies.formats.loading import load_policy
 from vlash.policies.pi05.config import load_preset
-from vlash.policies.pi05.processor import Observation
-from vlash.policies.policy_dir import CheckpointOptions, load_policy
+from vlash.policies.processing.processor import Observation
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from vlash.errors import ShapeError
-from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.examples import random_inputs
+from vlash.policies.pi05.weights import build_random
 
 
 @pytest.fixture(scope="module")

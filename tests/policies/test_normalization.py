@@ -12,15 +12,15 @@ from safetensors.torch import save_file
 
 from tests.policies.builders import write_lerobot_processor_files
 from vlash.errors import CheckpointError
-from vlash.policies.lerobot_pipeline import read_lerobot_pipeline
-from vlash.policies.normalization import (
+from vlash.policies.formats.lerobot_pipeline import read_lerobot_pipeline
+from vlash.policies.formats.stats_io import load_openpi_norm_stats, load_stats, save_stats
+from vlash.policies.processing.normalization import (
     EpsRule,
     FeatureNorm,
     Normalizer,
     NormMode,
     StatsError,
 )
-from vlash.policies.stats_io import load_openpi_norm_stats, load_stats, save_stats
 
 Q_STATS = {"q01": [0.0, -2.0, 10.0], "q99": [4.0, 2.0, 20.0]}
 

@@ -10,14 +10,16 @@ import torch
 
 from tests.policies.builders import write_lerobot_processor_files
 from vlash.errors import CheckpointError, ShapeError
-from vlash.policies.checkpoint import build_random, save_weights
-from vlash.policies.lerobot_dir import config_from_lerobot
-from vlash.policies.lerobot_pipeline import read_lerobot_pipeline
-from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
+from vlash.policies.formats.base import CheckpointOptions
+from vlash.policies.formats.lerobot import config_from_lerobot
+from vlash.policies.formats.lerobot_pipeline import read_lerobot_pipeline
+from vlash.policies.formats.loading import load_policy
+from vlash.policies.formats.vlash_dir import save_policy
 from vlash.policies.pi05 import load_preset
-from vlash.policies.pi05.processor import Observation, Pi05Processor
-from vlash.policies.policy_dir import CheckpointOptions, load_policy, save_policy
-from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
+from vlash.policies.pi05.weights import build_random, save_weights
+from vlash.policies.processing.normalization import FeatureNorm, Normalizer, NormMode
+from vlash.policies.processing.processor import Observation, Pi05Processor
+from vlash.policies.processing.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
 from vlash.sampling import FlowSampler, SamplerConfig
 
 STATE_DIMS, ACTION_DIMS = 2, 3

@@ -9,15 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from robot_io.sim import kinematics
-from robot_io.sim.config import ArmConfig
-from robot_io.sim.task_space import PlanarArmTaskSpace, PlanarArmVelocityTaskSpace
+from vlash import planar_arm as kinematics
 from vlash.errors import ShapeError
-from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
-from vlash.policies.pi05.processor import Observation, Pi05Processor
-from vlash.policies.policy_dir import load_policy, save_policy
-from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
-from vlash.policies.transforms import load_transform
+from vlash.policies.formats.loading import load_policy
+from vlash.policies.formats.vlash_dir import save_policy
+from vlash.policies.processing.normalization import FeatureNorm, Normalizer, NormMode
+from vlash.policies.processing.processor import Observation, Pi05Processor
+from vlash.policies.processing.task_space import PlanarArmTaskSpace, PlanarArmVelocityTaskSpace
+from vlash.policies.processing.tokenizer import Pi05PromptEncoder, PromptTokenizer
+from vlash.policies.processing.transforms import load_transform
+from vlash.sim.config import ArmConfig
 
 SPACE = PlanarArmTaskSpace.from_arm(ArmConfig())
 VELOCITY = PlanarArmVelocityTaskSpace.from_arm(ArmConfig())

@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 
 from vlash.policies.pi05 import load_preset
-from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
-from vlash.policies.word_tokenizer import SPECIALS, train_tokenizer
+from vlash.policies.processing.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
+from vlash.policies.processing.word_tokenizer import SPECIALS, train_tokenizer
 
 UNK = SPECIALS.index("<unk>")
 
 
 def _instructions() -> list[str]:
     try:  # every phrasing of the simulated tasks when the suite is installed
-        from robot_io.sim.tasks import TASK_TYPES
-        from robot_io.sim.tasks.base import COLORS
+        from vlash.sim.tasks import TASK_TYPES
+        from vlash.sim.tasks.base import COLORS
     except ImportError:
         return ["reach the red dot", "follow_the moving target!", "tap each target before it disappears."]
     return [t.format(color=c) for task in TASK_TYPES.values() for t in task.templates for c in COLORS]

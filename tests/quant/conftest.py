@@ -18,13 +18,13 @@ def _two_threads():
 @pytest.fixture(scope="session")
 def micro_policy_dir(tmp_path_factory) -> Path:
     """An fp32 vlash policy directory of the ~0.1M-parameter micro shape, random weights."""
-    from vlash.policies.random_policy import write_random_policy
+    from vlash.policies.formats.random_policy import write_random_policy
 
     return write_random_policy(tmp_path_factory.mktemp("micro") / "fp32", str(MICRO))
 
 
 @pytest.fixture(scope="session")
 def tiny_policy_dir(tmp_path_factory) -> Path:
-    from vlash.policies.random_policy import write_random_policy
+    from vlash.policies.formats.random_policy import write_random_policy
 
     return write_random_policy(tmp_path_factory.mktemp("tiny") / "fp32", "pi05-tiny")

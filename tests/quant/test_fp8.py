@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from vlash.engines import create_engine
-from vlash.policies.policy_dir import load_policy
+from vlash.policies.formats.loading import load_policy
 from vlash.policies.quantized.linear import Fp8Linear
 from vlash.policies.quantized.manifest import QuantManifest
 from vlash.policies.quantized.packing import FP8, quantize_fp8_rows

@@ -4,7 +4,7 @@ import pytest
 
 from vlash.engines import create_engine
 from vlash.errors import ConfigError
-from vlash.policies.policy_dir import load_policy
+from vlash.policies.formats.loading import load_policy
 from vlash.policies.quantized.manifest import QuantManifest
 from vlash.quant.api import open_quantized, quantize
 from vlash.quant.calibration import FrameSpec

@@ -15,7 +15,7 @@ import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
-from vlash.policies.policy_dir import load_policy  # noqa: E402
+from vlash.policies.formats.loading import load_policy  # noqa: E402
 from vlash.quant.api import quantize  # noqa: E402
 from vlash.quant.calibration import FrameSpec, sim_inputs  # noqa: E402
 from vlash.quant.onnx_quant import denoise_feeds, prefill_feeds  # noqa: E402

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from vlash.errors import CheckpointError
-from vlash.policies.policy_dir import load_policy
+from vlash.policies.formats.loading import load_policy
 from vlash.policies.quantized.linear import Int4WeightLinear, Int8WeightLinear
 from vlash.policies.quantized.manifest import MANIFEST_NAME, QuantManifest
 from vlash.quant.api import open_quantized, quantize
@@ -17,7 +17,7 @@ def _manifest(**changes):
         base={"policy": "p", "model_sha256": "ab", "source": "/x"},
         layers={"vlm.layers.0.mlp.up_proj": {"dtype": "int4", "granularity": "group", "group_size": 32}},
         kept=["action_in_proj"],
-        calibration={"source": "robot_io.sim", "tasks": ["reach"], "seeds": [0], "frames": 4},
+        calibration={"source": "vlash.sim", "tasks": ["reach"], "seeds": [0], "frames": 4},
         files={"model": "model.safetensors"},
     )
     return QuantManifest(**{**fields, **changes})

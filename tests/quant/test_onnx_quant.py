@@ -6,7 +6,7 @@ pytest.importorskip("onnxruntime")
 
 from vlash.engines import create_engine  # noqa: E402
 from vlash.engines.artifact import ArtifactManifest  # noqa: E402
-from vlash.policies.policy_dir import load_policy  # noqa: E402
+from vlash.policies.formats.loading import load_policy  # noqa: E402
 from vlash.quant.api import open_quantized, quantize  # noqa: E402
 from vlash.quant.calibration import FrameSpec  # noqa: E402
 from vlash.quant.check import check_variant  # noqa: E402
@@ -24,7 +24,7 @@ def test_onnx_int8_artifact(micro_policy_dir, tmp_path, scheme):
     assert denoise and all("/mlp/" in name for name in denoise)  # expert attention / adaRMS / time MLP kept fp32
     assert any(name.startswith("prefill:") and "q_proj" in name for name in layers)  # the VLM is quantized
     if scheme == "onnx-int8-static":
-        assert quant["calibration"]["source"] == "robot_io.sim" and quant["calibration"]["seeds"] == [0, 1]
+        assert quant["calibration"]["source"] == "vlash.sim" and quant["calibration"]["seeds"] == [0, 1]
     else:
         assert quant["calibration"] is None
     policy = load_policy(micro_policy_dir)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from vlash.engines import create_engine
-from vlash.policies.policy_dir import load_policy
+from vlash.policies.formats.loading import load_policy
 from vlash.quant.api import open_quantized, quantize
 from vlash.quant.calibration import FrameSpec
 from vlash.quant.check import check_variant, is_trained

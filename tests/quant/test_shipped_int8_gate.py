@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 
 from vlash.engines import create_engine  # noqa: E402
-from vlash.policies.policy_dir import load_policy  # noqa: E402
+from vlash.policies.formats.loading import load_policy  # noqa: E402
 from vlash.quant.api import open_quantized, quantize  # noqa: E402
 from vlash.quant.calibration import FrameSpec, policy_tasks  # noqa: E402
 from vlash.quant.check import check_variant  # noqa: E402

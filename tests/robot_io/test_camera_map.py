@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_io.errors import ShapeError
 from robot_io.executors.images import match_cameras, parse_camera_map, resolve_camera_map
 from robot_io.protocol import CameraSpec
+from robot_io.protocol.errors import ShapeError
 
 PI05 = [CameraSpec(name, 224, 224) for name in ("base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb")]
 

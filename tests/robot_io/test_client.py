@@ -11,7 +11,6 @@ import pytest
 import zmq
 
 from robot_io.client import PolicyClient
-from robot_io.errors import DeadlineExceeded
 from robot_io.protocol import (
     Actions,
     CameraSpec,
@@ -31,6 +30,7 @@ from robot_io.protocol import (
     encode,
     generate_keypair,
 )
+from robot_io.protocol.errors import DeadlineExceeded
 
 H, A = 8, 3
 METADATA = Metadata("fake", [CameraSpec("front", 4, 4)], 3, A, H, 30.0, "fp32", "fake", 2, "horizon-aware", False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from robot_io.client import PolicyClient
-from robot_io.endpoints import check_endpoint
-from robot_io.errors import EndpointError
+from robot_io.protocol.endpoints import check_endpoint
+from robot_io.protocol.errors import EndpointError
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from robot_io.executors import ExecutorConfig
-from robot_io.testing import FakePolicyClient, PlannedChunk
 from tests.robot_io.test_executors import PERIOD, Harness, metadata, plan
+from vlash.sim.policy_link import FakePolicyClient, PlannedChunk
 
 
 def test_rtc_sends_the_running_chunks_leftover_as_guidance_and_delay_d_times_q():

@@ -10,7 +10,7 @@ import pytest
 from robot_io.control import ControlLoop, SimulatedClock
 from robot_io.executors import DelayEstimator, ExecutorConfig, make_executor
 from robot_io.protocol import Actions, CameraSpec, Error, ErrorCode, Infer, Metadata
-from robot_io.testing import FakePolicyClient
+from vlash.sim.policy_link import FakePolicyClient
 
 PERIOD = 0.1  # 10 Hz: latencies below read as whole steps
 H, J = 30, 2

@@ -14,7 +14,8 @@ from robot_io.control import SimulatedClock
 from robot_io.executors import ExecutorConfig
 from robot_io.executors.link import LinkWatch
 from robot_io.runner import RunConfig, Runner
-from robot_io.testing import FakePolicyClient, PointArm, point_metadata, ramp_planner
+from tests.fakes import PointArm, point_metadata, ramp_planner
+from vlash.sim.policy_link import FakePolicyClient
 
 RATE, H = 30.0, 30
 LINK_TIMEOUT_S = 0.1  # 3 periods: lost at the 4th tick after the unanswered request (3 periods is 99.99 ms)

@@ -9,7 +9,6 @@ import msgpack
 import numpy as np
 import pytest
 
-from robot_io.errors import ProtocolError
 from robot_io.protocol import (
     Actions,
     CameraSpec,
@@ -27,6 +26,7 @@ from robot_io.protocol import (
     encode,
     validate_infer,
 )
+from robot_io.protocol.errors import ProtocolError
 
 METADATA = Metadata(
     "m", [CameraSpec("front", 6, 8), CameraSpec("wrist", 6, 8)], 4, 3, 10, 30.0, "bf16", "torch", 10, "constant", True

@@ -11,7 +11,7 @@ from robot_io.client import PolicyClient
 from robot_io.control import ControlLoop, Tick
 from robot_io.executors import ExecutorConfig, make_executor
 from robot_io.protocol import CameraSpec, Infer, Metadata
-from robot_io.testing import LoopbackPolicyServer
+from tests.fakes import LoopbackPolicyServer
 
 H, J, RATE = 20, 2, 30.0
 META = Metadata("hold", [CameraSpec("cam", 8, 8)], J, J, H, RATE, "fp32", "loopback", 1, "constant", False)

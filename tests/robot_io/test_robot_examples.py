@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from robot_io.protocol import CameraSpec, Metadata
-from robot_io.testing import LoopbackPolicyServer, hold_planner
+from tests.fakes import LoopbackPolicyServer, hold_planner
 from tests.import_guard import BLOCK_HEAVY_IMPORTS
 from tests.robot_io.lerobot_fixture import ROOT, SO101_YAML, fake_lerobot_on_path
 

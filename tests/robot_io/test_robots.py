@@ -10,19 +10,24 @@ import time
 import numpy as np
 import pytest
 
-from robot_io.errors import DeadlineExceeded, RobotIOError, ShapeError
-from robot_io.robots import LeRobotRobot, OpenCVCamera, Robot, RobotConfigError, SimRobot, make_robot
+from robot_io.protocol.errors import DeadlineExceeded, RobotIOError, ShapeError
+from robot_io.robots import LeRobotRobot, OpenCVCamera, Robot, RobotConfigError, make_robot
 from robot_io.robots.base import action_state_index, robot_cameras
+from vlash.sim.robot import SimRobot
 
 
 def test_sim_spec_parsing():
-    robot = make_robot("sim:whack:7")
+    """The simulator's arm is built from its spec by vlash.sim (robot_io's make_robot knows only robot_io's robots)."""
+    robot = SimRobot.from_spec("sim:whack:7")
     assert isinstance(robot, SimRobot) and robot.task == "whack" and robot.seed == 7
-    for bad in ("sim:", "sim:reach:x", "real:arm", "lerobot:"):
+    for bad in ("sim:", "sim:reach:x"):
+        with pytest.raises(ValueError, match="spec"):
+            SimRobot.from_spec(bad)
+    for bad in ("real:arm", "lerobot:", "sim:reach"):
         with pytest.raises(ValueError, match="spec"):
             make_robot(bad)
     with pytest.raises(RobotConfigError, match="applies to lerobot"):
-        make_robot("sim:reach", "robot.yaml")
+        make_robot("mock", "robot.yaml")
 
 
 @pytest.mark.sim  # the simulated arm (gymnasium, OpenCV)
@@ -52,7 +57,7 @@ def test_sim_robot_steps_once_per_action_and_restarts_episodes():
 
 @pytest.mark.sim
 def test_sim_robot_follows_the_settings_action_interface():
-    from robot_io.sim import load_sim_settings
+    from vlash.sim import load_sim_settings
 
     settings = load_sim_settings(None, ["action_interface=velocity", "image_size=32"])
     robot = SimRobot("hold", seed=1, settings=settings)

@@ -11,7 +11,8 @@ import numpy as np
 from robot_io.control import SimulatedClock
 from robot_io.executors import ExecutorConfig
 from robot_io.runner import RunConfig, Runner
-from robot_io.testing import FakePolicyClient, PointArm, point_metadata, ramp_planner
+from tests.fakes import PointArm, point_metadata, ramp_planner
+from vlash.sim.policy_link import FakePolicyClient
 
 RATE = 30.0
 
@@ -65,9 +66,7 @@ def test_the_runner_s_memory_does_not_grow_with_the_run_length():
 
     def sample(status) -> None:
         gc.collect()  # what is left is what the run keeps (cyclic garbage waits for the collector otherwise)
-        snapshot = tracemalloc.take_snapshot().filter_traces(
-            [tracemalloc.Filter(True, "*robot_io*"), tracemalloc.Filter(False, "*robot_io/testing.py")]
-        )
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, "*robot_io*")])
         samples.append(sum(stat.size for stat in snapshot.statistics("filename")))
 
     runner = long_runner(1500, status=sample)

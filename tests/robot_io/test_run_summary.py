@@ -10,7 +10,8 @@ from robot_io.control import SimulatedClock
 from robot_io.executors import ExecutorConfig
 from robot_io.run_summary import LABELS, RunSummary
 from robot_io.runner import RunConfig, Runner
-from robot_io.testing import FakePolicyClient, PointArm, point_metadata, ramp_planner
+from tests.fakes import PointArm, point_metadata, ramp_planner
+from vlash.sim.policy_link import FakePolicyClient
 
 
 def summary(**counts) -> RunSummary:

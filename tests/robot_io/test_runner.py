@@ -16,10 +16,12 @@ from robot_io import ArraySpec, ShapeError
 from robot_io.control import SimulatedClock
 from robot_io.executors import ExecutorConfig
 from robot_io.protocol import CameraSpec, Metadata
-from robot_io.robots import LeRobotRobot, SimRobot
+from robot_io.robots import LeRobotRobot
 from robot_io.runner import RunConfig, Runner
-from robot_io.testing import FakePolicyClient, expert_planner, sim_metadata
 from tests.import_guard import BLOCK_HEAVY_IMPORTS
+from vlash.sim.oracle import expert_planner, sim_metadata
+from vlash.sim.policy_link import FakePolicyClient
+from vlash.sim.robot import SimRobot
 
 
 def sim_runner(mode="vlash", chunk_length=50, latency_s=0.1, duration_s=6.0, task="reach", **executor):
@@ -97,7 +99,7 @@ BLOCKED_RUN = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
     import argparse
     import numpy as np
     from robot_io.protocol import CameraSpec, Metadata
-    from robot_io.testing import LoopbackPolicyServer
+    from tests.fakes import LoopbackPolicyServer
     from vlash.cli import run_cmd
 
     cams = [CameraSpec("base_0_rgb", 32, 32)]

@@ -14,10 +14,11 @@ import zmq
 from tests.policies.builders import train_wordlevel_tokenizer
 from tests.torch_threads import torch_threads
 from vlash.engines import create_engine
-from vlash.policies.checkpoint import build_random
-from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
+from vlash.policies.formats.loading import load_policy
+from vlash.policies.formats.vlash_dir import save_policy
 from vlash.policies.pi05 import load_preset
-from vlash.policies.policy_dir import load_policy, save_policy
+from vlash.policies.pi05.weights import build_random
+from vlash.policies.processing.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.config import ServerConfig
 from vlash.server.requests import policy_metadata

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from robot_io.client import PolicyClient
-from robot_io.errors import DeadlineExceeded
 from robot_io.protocol.curve import AllowedKeys, CurveClientKeys, generate_keypair, load_keypair, load_public_key
+from robot_io.protocol.errors import DeadlineExceeded
 from tests.server.conftest import start_server
 from vlash.errors import ConfigError
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.server.conftest import MICRO
 from vlash.errors import CheckpointError, ConfigError
-from vlash.policies.shipped import available_shipped, shipped_policy_dir, shipped_root
+from vlash.policies.names.shipped import available_shipped, shipped_policy_dir, shipped_root
 from vlash.runtime.loading import example_request, load_runtime, warm_up
 from vlash.server.config import ServerConfig
 

@@ -11,8 +11,8 @@ import torch
 from robot_io.protocol import Infer
 from tests.server.conftest import PROMPT, STEPS, image, make_runtime
 from vlash.eval.policies import ModelPolicy
-from vlash.policies.pi05.processor import Observation
-from vlash.policies.policy_dir import load_policy
+from vlash.policies.formats.loading import load_policy
+from vlash.policies.processing.processor import Observation
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 from vlash.sampling import FlowSampler, GuidanceConfig, SamplerConfig
 

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from robot_io.sim import make_env
+from vlash.sim import make_env
 
 PINNED = {
     "reach": "e992898b0a465ca57a159f03302ef76a5283e6dec1899eb255a7bca33943076b",

@@ -8,8 +8,8 @@ import pickle
 import numpy as np
 import pytest
 
-from robot_io.sim import DisturbanceConfig, make_env
-from robot_io.sim.disturbance import JointBias
+from vlash.sim import DisturbanceConfig, make_env
+from vlash.sim.disturbance import JointBias
 
 LOAD = DisturbanceConfig("load", 0.3)
 

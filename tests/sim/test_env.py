@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from robot_io.sim import GYM_IDS, TASKS, ArmEnv, SimActionError, SimConfigError, SimStateError, make_env
+from vlash.sim import GYM_IDS, TASKS, ArmEnv, SimActionError, SimConfigError, SimStateError, make_env
 
 
 def rollout(env: ArmEnv, seed: int, steps: int = 40) -> list:
@@ -145,16 +145,18 @@ def test_gymnasium_env_checker_and_registered_ids(task):
     assert env.observation_space.contains(obs)
 
 
-def test_sim_imports_without_torch_or_vlash():
+def test_sim_imports_without_torch_or_the_model():
+    """The simulator is its own package below the model: no torch, no vlash.policies / runtime / engines."""
     code = textwrap.dedent(
         """
         import importlib.abc, sys
+        BLOCKED = ("torch", "vlash.policies", "vlash.runtime", "vlash.engines", "vlash.sampling", "vlash.server")
         class Block(importlib.abc.MetaPathFinder):
             def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in ("torch", "vlash", "engines", "quant"):
+                if name.split(".")[0] == "torch" or name.startswith(BLOCKED):
                     raise ImportError(f"blocked: {name}")
         sys.meta_path.insert(0, Block())
-        from robot_io.sim import make_env
+        from vlash.sim import make_env
         env = make_env("whack")
         env.reset(seed=0)
         env.step(env.expert_action())

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_io.sim import TASKS, make_env
-from robot_io.sim.rollout import run_expert_episode
-from robot_io.sim.tasks.whack import HIT
+from vlash.sim import TASKS, make_env
+from vlash.sim.rollout import run_expert_episode
+from vlash.sim.tasks.whack import HIT
 
 SEEDS = range(40)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_io.sim import DisturbanceConfig, HoldConfig, ReachConfig, SimConfigError, make_env
-from robot_io.sim.rollout import run_expert_episode
+from vlash.sim import DisturbanceConfig, HoldConfig, ReachConfig, SimConfigError, make_env
+from vlash.sim.rollout import run_expert_episode
 
 
 def test_hold_events_count_consecutive_steps_and_terminate_with_success():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_io.sim import ACTION_KIND, INTERFACES, TASKS, make_env
-from robot_io.sim import kinematics as kin
-from robot_io.sim.rollout import run_expert_episode
+from vlash import planar_arm as kin
+from vlash.sim import ACTION_KIND, INTERFACES, TASKS, make_env
+from vlash.sim.rollout import run_expert_episode
 
 LINKS = (0.5, 0.4)
 

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from robot_io.sim import (
+from vlash import planar_arm as kin
+from vlash.sim import (
     ArmConfig,
     ArmState,
     InterceptConfig,
@@ -17,8 +18,7 @@ from robot_io.sim import (
     TrackConfig,
     WhackConfig,
 )
-from robot_io.sim import kinematics as kin
-from robot_io.sim.arm import Servo
+from vlash.sim.arm import Servo
 
 LINKS = (0.5, 0.4)
 LIMITS = np.array([[-2 * math.pi, 2 * math.pi], [-2.8, 2.8]])

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from robot_io.sim import (
+from vlash.sim import (
     GYM_IDS,
     ArmConfig,
     DisturbanceConfig,

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("robot_io.sim")
+pytest.importorskip("vlash.sim")
 
 from tests.train.synthetic import dot_episodes  # noqa: E402
 from vlash.errors import CheckpointError  # noqa: E402
-from vlash.policies.checkpoint import read_safetensors  # noqa: E402
+from vlash.policies.pi05.weights import read_safetensors  # noqa: E402
 from vlash.train import trainer  # noqa: E402
 from vlash.train.config import TrainConfig  # noqa: E402
 from vlash.train.episodes import record_episodes  # noqa: E402

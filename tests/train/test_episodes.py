@@ -1,11 +1,11 @@
-"""Recording expert episodes in robot_io.sim (skipped while the suite is not installed)."""
+"""Recording expert episodes in vlash.sim (skipped while the suite is not installed)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-pytest.importorskip("robot_io.sim")
+pytest.importorskip("vlash.sim")
 
 from vlash.train.episodes import record_episodes, success_rate  # noqa: E402
 from vlash.train.errors import TrainError  # noqa: E402
@@ -35,8 +35,8 @@ def test_expert_state_follows_the_commanded_targets():
 
 
 def test_the_tail_continues_the_expert_past_the_touch_and_settles_on_the_target():
-    from robot_io.sim import make_env
-    from robot_io.sim.kinematics import forward
+    from vlash.planar_arm import forward
+    from vlash.sim import make_env
 
     (e,) = record_episodes("reach", 1, seed=3, image_size=16, progress=False, tail=50)
     assert e.success and e.tail.shape == (50, 2) and e.tail.dtype == np.float32
@@ -56,7 +56,7 @@ def test_the_tail_continues_the_expert_past_the_touch_and_settles_on_the_target(
 
 
 def test_plans_hold_only_what_each_frame_could_see():
-    from robot_io.sim import make_env
+    from vlash.sim import make_env
 
     (e,) = record_episodes("whack", 1, seed=0, image_size=16, progress=False, plan_steps=20)
     assert e.plans.shape == (len(e), 20, 2) and e.plans.dtype == np.float32

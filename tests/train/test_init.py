@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from vlash.policies.checkpoint import build_random
 from vlash.policies.pi05 import load_preset
-from vlash.policies.word_tokenizer import train_tokenizer
+from vlash.policies.pi05.weights import build_random
+from vlash.policies.processing.word_tokenizer import train_tokenizer
 from vlash.train.init import init_state_bin_embeddings, tokenizer_vocab
 
 

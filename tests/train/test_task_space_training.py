@@ -7,15 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("robot_io.sim")
+pytest.importorskip("vlash.sim")
 
 from robot_io.executors import ExecutorConfig  # noqa: E402
-from robot_io.sim import make_env  # noqa: E402
-from robot_io.sim.settings import SimSettings  # noqa: E402
 from vlash.eval.episode import EpisodeRunner  # noqa: E402
 from vlash.eval.link import LinkTiming  # noqa: E402
 from vlash.eval.policies import ModelPolicy  # noqa: E402
-from vlash.policies.policy_dir import load_policy  # noqa: E402
+from vlash.policies.formats.loading import load_policy  # noqa: E402
+from vlash.sim import make_env  # noqa: E402
+from vlash.sim.settings import SimSettings  # noqa: E402
 from vlash.train import trainer  # noqa: E402
 from vlash.train.config import TrainConfig  # noqa: E402
 from vlash.train.episodes import in_task_space, record_episodes  # noqa: E402

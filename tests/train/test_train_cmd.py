@@ -17,7 +17,7 @@ def test_train_command_reuses_a_dataset(tmp_path, capsys):
     out = tmp_path / "policy"
     args = ["train", "--policy", MICRO, "--dataset", str(data), "--out", str(out), "--steps", "3", "--batch", "4"]
     assert main([*args, "--quiet", "--vision-aux-weight", "1"]) == 2  # its labels need simulator episodes
-    assert "does not replay in robot_io.sim" in capsys.readouterr().err and not out.exists()
+    assert "does not replay in vlash.sim" in capsys.readouterr().err and not out.exists()
     assert main([*args, "--quiet", "--json", "--no-augment", "--d-max", "2"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["steps"] == 3 and summary["episodes"] == 4 and summary["out"] == str(out)
@@ -62,7 +62,7 @@ def test_policy_takes_a_preset_or_a_policy_to_start_from(tmp_path, capsys):
     policy) is where training starts (--init-from), with the preset it was built from."""
     from vlash.cli.main import parse_args
     from vlash.cli.train_cmd import config_from_args
-    from vlash.policies.shipped import shipped_policy_dir
+    from vlash.policies.names.shipped import shipped_policy_dir
 
     base = shipped_policy_dir("pi05-tiny-sim")
     for value in ("pi05-tiny-sim", str(base)):

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from tests.train.synthetic import dot_episodes
-from vlash.policies.checkpoint import build_random
+from vlash.policies.formats.loading import load_policy
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.model import Pi05Inputs
-from vlash.policies.pi05.processor import Observation
-from vlash.policies.policy_dir import load_policy
+from vlash.policies.pi05.weights import build_random
+from vlash.policies.processing.processor import Observation
 from vlash.sampling import FlowSampler, SamplerConfig
 from vlash.train import trainer
 from vlash.train.config import TrainConfig
@@ -70,7 +70,7 @@ def test_short_run_lowers_the_loss_and_writes_a_loadable_policy(tmp_path, episod
 
 def test_relative_targets_are_taken_from_the_samples_future_state(tmp_path, episodes):
     """The training targets of a relative policy are what the processor makes of the absolute actions."""
-    from vlash.policies.word_tokenizer import train_tokenizer
+    from vlash.policies.processing.word_tokenizer import train_tokenizer
     from vlash.train.data import TrainingData
     from vlash.train.stats import dataset_normalizer
 
@@ -222,7 +222,7 @@ def test_vision_probe_is_logged_and_does_not_change_training(tmp_path, episodes)
 
 
 def test_image_gain_is_zero_exactly_when_the_images_cannot_matter(tmp_path, episodes):
-    from vlash.policies.word_tokenizer import train_tokenizer
+    from vlash.policies.processing.word_tokenizer import train_tokenizer
     from vlash.train.data import TrainingData
     from vlash.train.stats import dataset_normalizer
     from vlash.train.vision_use import VisionProbe

@@ -7,18 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("robot_io.sim")
+pytest.importorskip("vlash.sim")
 
 from robot_io.executors import ExecutorConfig  # noqa: E402
-from robot_io.sim import load_sim_settings, make_env  # noqa: E402
-from robot_io.sim.kinematics import forward  # noqa: E402
 from vlash.cli.main import main, parse_args  # noqa: E402
 from vlash.cli.train_cmd import config_from_args  # noqa: E402
 from vlash.eval.episode import EpisodeRunner  # noqa: E402
 from vlash.eval.link import LinkTiming  # noqa: E402
 from vlash.eval.policies import ModelPolicy  # noqa: E402
-from vlash.policies.policy_dir import load_policy  # noqa: E402
+from vlash.planar_arm import forward  # noqa: E402
+from vlash.policies.formats.loading import load_policy  # noqa: E402
 from vlash.resources import config_dir  # noqa: E402
+from vlash.sim import load_sim_settings, make_env  # noqa: E402
 from vlash.train import trainer  # noqa: E402
 from vlash.train.config import TrainConfig  # noqa: E402
 from vlash.train.dataset import load_episodes, recorded_sim_settings, save_episodes  # noqa: E402

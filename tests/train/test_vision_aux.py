@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("robot_io.sim")
+pytest.importorskip("vlash.sim")
 
-from robot_io.sim import make_env  # noqa: E402
-from robot_io.sim.tasks.base import COLORS  # noqa: E402
 from tests.train.synthetic import dot_episodes  # noqa: E402
-from vlash.policies.checkpoint import build_random  # noqa: E402
 from vlash.policies.pi05 import load_preset  # noqa: E402
+from vlash.policies.pi05.weights import build_random  # noqa: E402
+from vlash.sim import make_env  # noqa: E402
+from vlash.sim.tasks.base import COLORS  # noqa: E402
 from vlash.train import trainer  # noqa: E402
 from vlash.train.config import TrainConfig  # noqa: E402
 from vlash.train.episodes import record_episodes  # noqa: E402

@@ -26,9 +26,9 @@ from vlash.devices import DeviceProfile, is_profile_name, load_profile
 from vlash.engines import available_engines
 from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
-from vlash.policies.dtypes import DTYPE_NAMES
+from vlash.policies.names.source import PolicyKind, PolicySource, resolve_policy
 from vlash.policies.pi05 import available_presets
-from vlash.policies.policy_source import PolicyKind, PolicySource, resolve_policy
+from vlash.policies.pi05.dtypes import DTYPE_NAMES
 from vlash.progress import progress
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def print_report(report: BenchReport, console: Console) -> None:
 
 def _host_floor(profile: DeviceProfile, threads: int, remeasure: bool, console: Console):
     """(`profile` with this host's measured GEMM rate and copy bandwidth, the rates): the CPU floor."""
-    from vlash.devices.host_rates import cached_host_rates, with_host_rates
+    from vlash.devices.host_rates import cached_host_rates, with_host_rates  # extra: server
 
     with console.status("measuring this host's GEMM rate and memory bandwidth (once; cached)"):
         rates, cache = cached_host_rates(threads, remeasure=remeasure)
@@ -154,10 +154,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--artifact {str(artifact)!r}: no such directory")
     manifest = ArtifactManifest.load(artifact) if artifact is not None else None
     config = _config(args, source, manifest)
-    import torch
+    import torch  # extra: server
 
-    from vlash.bench import BenchSettings, make_engine, run_bench
-    from vlash.devices import resolve_device
+    from vlash.bench import BenchSettings, make_engine, run_bench  # extra: server
+    from vlash.devices import resolve_device  # extra: server
 
     device = resolve_device(args.device)
     profile = _profile(args.device, device)

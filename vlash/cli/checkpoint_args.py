@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 
 from vlash.errors import ConfigError
-from vlash.policies.layouts import missing_tokenizer
-from vlash.policies.policy_source import looks_like_path
+from vlash.policies.formats.layouts import missing_tokenizer
+from vlash.policies.names.source import looks_like_path
 
 
 def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
@@ -67,8 +67,8 @@ def check_checkpoint_files(args: argparse.Namespace, directory: Path | None, lay
 def checkpoint_options(args: argparse.Namespace):
     """The CheckpointOptions the flags ask for (imports the model code: call it when the command runs, after
     `check_checkpoint_files`)."""
-    from vlash.policies.pi05.config import load_preset
-    from vlash.policies.policy_dir import CheckpointOptions
+    from vlash.policies.formats.base import CheckpointOptions  # extra: server
+    from vlash.policies.pi05.config import load_preset  # extra: server
 
     return CheckpointOptions(
         tokenizer=args.tokenizer,

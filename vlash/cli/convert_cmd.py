@@ -20,7 +20,7 @@ from vlash.cli.checkpoint_args import add_checkpoint_options, check_checkpoint_f
 from vlash.cli.preflight import add_overwrite_argument, check_output_dir, positive_int
 from vlash.errors import ConfigError
 from vlash.output_kinds import OutputKind
-from vlash.policies.layouts import checkpoint_dirs, detect_layout
+from vlash.policies.formats.layouts import checkpoint_dirs, detect_layout
 from vlash.progress import clock_text
 
 HELP = "convert a LeRobot or openpi (PyTorch or JAX) checkpoint into a vlash policy directory"
@@ -78,11 +78,12 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     say = _stages(start)
     if args.source_kind == "openpi-jax":
-        from vlash.policies.openpi_jax_checkpoint import convert_openpi_jax
+        from vlash.policies.formats.openpi_jax import convert_openpi_jax  # extra: server
 
         policy = convert_openpi_jax(args.source, args.out, options, args.action_horizon, progress=say)
     else:
-        from vlash.policies.policy_dir import load_policy, save_loaded_policy
+        from vlash.policies.formats.loading import load_policy  # extra: server
+        from vlash.policies.formats.vlash_dir import save_loaded_policy  # extra: server
 
         say(f"loading {args.source}")
         policy = load_policy(args.source, options=options)

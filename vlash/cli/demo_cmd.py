@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from robot_io.errors import RobotIOError
 from robot_io.executors import EXECUTION_MODES
+from robot_io.protocol.errors import RobotIOError
 from robot_io.run_summary import ROWS_NOTE
 from vlash.cli.cpu_threads import server_threads
 from vlash.cli.preflight import check_output_file
@@ -28,7 +28,7 @@ from vlash.demo.report import injection_note, summary_table
 from vlash.demo.server_process import ServerProcess
 from vlash.demo.session import DemoConfig, run_modes
 from vlash.errors import CheckpointError, ConfigError
-from vlash.policies.shipped import shipped_policy_dir
+from vlash.policies.names.shipped import shipped_policy_dir
 
 SHIPPED = "pi05-tiny-sim"
 COMPARED_MODES = ("sync", "vlash", "faster")

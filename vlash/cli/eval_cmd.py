@@ -16,7 +16,7 @@ from vlash.errors import ConfigError
 from vlash.eval.link import LinkTiming
 from vlash.eval.report import plot_summary, print_table, write_summary
 from vlash.eval.sweep import SEED_SPLITS, SweepConfig, run_sweep, summarize
-from vlash.policies.policy_source import ORACLE, PolicyKind
+from vlash.policies.names.source import ORACLE, PolicyKind
 from vlash.progress import progress
 
 ACCEPTED = {
@@ -82,7 +82,7 @@ def sweep_config(args: argparse.Namespace) -> SweepConfig:
     check_output_file(args.json, "--json")
     check_output_file(args.plot, "--plot")
     if args.plot is not None:
-        import matplotlib  # noqa: F401  (the sim extra: missing is said now, not after the sweep)
+        import matplotlib  # noqa: F401  # extra: sim (missing is said now, not after the sweep)
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     unknown = [m for m in modes if m not in EXECUTION_MODES]
     if not modes or unknown:

@@ -9,7 +9,7 @@ from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import add_overwrite_argument, check_output_dir, positive_int
 from vlash.errors import ConfigError
 from vlash.output_kinds import OutputKind
-from vlash.policies.policy_source import PolicyKind, PolicySource
+from vlash.policies.names.source import PolicyKind, PolicySource
 from vlash.progress import progress
 
 HELP = "export a policy to an engine artifact (ONNX Runtime graphs, TensorRT engines)"
@@ -36,9 +36,9 @@ def export_source(args: argparse.Namespace) -> PolicySource:
         )
     check_output_dir(args.out, "--out", OutputKind.ENGINE_ARTIFACT, args.overwrite)
     if args.engine == "onnxruntime":
-        from vlash.engines.artifact import PRECISIONS
+        from vlash.engines.artifact import PRECISIONS  # extra: server
     else:
-        from vlash.engines.tensorrt_build import PRECISIONS
+        from vlash.engines.tensorrt_build import PRECISIONS  # extra: trt
     if args.precision not in PRECISIONS:
         raise ConfigError(
             f"--engine {args.engine} precision must be one of {', '.join(PRECISIONS)}, got {args.precision!r}"
@@ -48,12 +48,12 @@ def export_source(args: argparse.Namespace) -> PolicySource:
 
 def run(args: argparse.Namespace) -> int:
     source = export_source(args)
-    from vlash.engines.export import export_artifact  # torch + onnx: imported only when the command runs
+    from vlash.engines.export import export_artifact  # extra: onnx; torch + onnx: imported only when the command runs
 
     where = {"preset": source.value} if source.kind is PolicyKind.PRESET else {"checkpoint": source.path}
     qdq = None
     if args.engine == "tensorrt" and args.precision in ("int8", "fp8"):  # calibrated on simulated frames
-        from vlash.quant.onnx_artifact import qdq_writer
+        from vlash.quant.onnx_artifact import qdq_writer  # extra: onnx
 
         qdq = qdq_writer()
     with progress("vlash export:", 1.0, counted=False, transient=True) as update:

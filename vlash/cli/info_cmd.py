@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from vlash.cli.policy_args import add_policy_arguments, policy_source
+from vlash.policies.names.source import PolicyKind
 from vlash.policies.pi05 import Pi05Config
-from vlash.policies.policy_source import PolicyKind
 
 if TYPE_CHECKING:
     from vlash.policies.pi05.model import Pi05Model
@@ -50,10 +50,10 @@ def parameter_counts(model: Pi05Model) -> dict[str, int]:
 
 
 def describe_policy(config: Pi05Config, source: str) -> dict:
-    import torch  # after the policy was resolved: a path that does not exist is reported at once
+    import torch  # extra: server; after the policy was resolved: a path that does not exist is reported at once
 
-    from vlash.policies.checkpoint import UNUSED_KEYS
-    from vlash.policies.pi05.model import Pi05Model
+    from vlash.policies.pi05.model import Pi05Model  # extra: server
+    from vlash.policies.pi05.weights import UNUSED_KEYS  # extra: server
 
     with torch.device("meta"):  # no memory, instant even at 3.3B
         model = Pi05Model(config)

@@ -1,11 +1,11 @@
 """`--policy` (with `--checkpoint` as its synonym where commands had it, and `--random-weights`) the same way in
-every command: vlash.policies.policy_source resolves the value, the command says which kinds it takes."""
+every command: vlash.policies.names.source resolves the value, the command says which kinds it takes."""
 
 from __future__ import annotations
 
 import argparse
 
-from vlash.policies.policy_source import PolicyKind, PolicySource, resolve_policy
+from vlash.policies.names.source import PolicyKind, PolicySource, resolve_policy
 
 KIND_HELP = {
     PolicyKind.SHIPPED: "a shipped policy's name (checkpoints/)",

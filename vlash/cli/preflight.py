@@ -107,7 +107,7 @@ def check_zmq_bind(endpoint: str, flag: str = "--bind") -> None:
     """Bind a tcp:// endpoint's address once and let it go, as the server will: a port in use or an address that
     is not this machine's fails now, not after the model loaded. Port 0 (a free one) and endpoints that name an
     interface (eth0) rather than an address are left to ZeroMQ."""
-    from vlash.server.config import TCP_ENDPOINT  # the server's own reading of an endpoint
+    from vlash.server.config import TCP_ENDPOINT  # extra: server; the server's own reading of an endpoint
 
     match = TCP_ENDPOINT.fullmatch(endpoint)
     if match is None or match["port"] == "*" or int(match["port"]) == 0:

@@ -18,7 +18,7 @@ from vlash.cli.preflight import (
 )
 from vlash.errors import ConfigError
 from vlash.output_kinds import OutputKind
-from vlash.policies.policy_source import PolicyKind, PolicySource
+from vlash.policies.names.source import PolicyKind, PolicySource
 from vlash.policies.quantized.schemes import get_scheme
 from vlash.progress import progress
 
@@ -104,13 +104,13 @@ def scheme_output_kind(scheme: str) -> OutputKind:
 
 def _fp32_dir(source: PolicySource, tmp: Path) -> Path:
     """The fp32 policy directory to quantize: --policy's, or a preset's random weights written under `tmp`."""
-    from vlash.policies.random_policy import write_random_policy
+    from vlash.policies.formats.random_policy import write_random_policy  # extra: server
 
     return write_random_policy(tmp / "fp32", source.value) if source.kind is PolicyKind.PRESET else source.path
 
 
 def _thresholds(args: argparse.Namespace):
-    from vlash.quant.fidelity import GateThresholds
+    from vlash.quant.fidelity import GateThresholds  # extra: server
 
     given = {
         "min_cosine": args.min_cosine,
@@ -122,13 +122,13 @@ def _thresholds(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     policy = quantize_source(args)  # before torch is imported: a bad argument is reported at once
-    import torch
+    import torch  # extra: server
 
-    from vlash.engines import create_engine
-    from vlash.policies.policy_dir import load_policy
-    from vlash.quant.api import open_quantized, quantize, record_fidelity
-    from vlash.quant.calibration import FrameSpec, policy_tasks
-    from vlash.quant.check import check_variant, format_table, is_trained
+    from vlash.engines import create_engine  # extra: server
+    from vlash.policies.formats.loading import load_policy  # extra: server
+    from vlash.quant.api import open_quantized, quantize, record_fidelity  # extra: server
+    from vlash.quant.calibration import FrameSpec, policy_tasks  # extra: server
+    from vlash.quant.check import check_variant, format_table, is_trained  # extra: server
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -24,19 +24,20 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from robot_io.client import PolicyClient
-from robot_io.endpoints import check_endpoint
-from robot_io.errors import EndpointError, RobotIOError
 from robot_io.executors import EXECUTION_MODES, ExecutorConfig
 from robot_io.executors.config import LINK_LOSS_POLICIES
 from robot_io.executors.images import parse_camera_map
 from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
-from robot_io.robots import Robot, make_robot
+from robot_io.protocol.endpoints import check_endpoint
+from robot_io.protocol.errors import EndpointError, RobotIOError
+from robot_io.robots import Robot, RobotConfigError, make_robot
 from robot_io.run_summary import LABELS, MAX_HOLD_SHARE, ROWS_NOTE
 from robot_io.run_trace import JsonLinesTrace, JsonReport
 from robot_io.runner import RunConfig, RunResult, RunSummary, run_robot
 from robot_io.stop_signals import StopRequest, handle_stop_signals
 from vlash.errors import ConfigError
+from vlash.sim.robot import SimRobot
 
 DEFAULT_HORIZON = 10  # s when --horizon is not given and the policy's chunk is long enough (pi0.5: 50)
 PROGRESS_EVERY_S = 5.0  # a plain progress line this often when stdout is not a terminal
@@ -249,7 +250,12 @@ def _open_traces(args: argparse.Namespace, stack: ExitStack) -> list:
 
 
 def _robot(args: argparse.Namespace, metadata: Metadata | None = None) -> Robot:
+    """The robot --robot names: the simulator's arm (sim:TASK, from vlash.sim), or one robot_io builds."""
     try:
+        if args.robot.partition(":")[0] == "sim":
+            if args.robot_config is not None:
+                raise RobotConfigError(f"a robot config file applies to lerobot:<type> robots, not {args.robot!r}")
+            return SimRobot.from_spec(args.robot)
         return make_robot(args.robot, args.robot_config, metadata)
     except (RobotIOError, ValueError) as exc:  # unknown spec or type, bad config file, LeRobot not installed
         raise ConfigError(str(exc)) from None

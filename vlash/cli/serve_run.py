@@ -15,12 +15,12 @@ from robot_io.stop_signals import handle_stop_signals
 from vlash.cli.checkpoint_args import checkpoint_options
 from vlash.cli.cpu_threads import server_threads
 from vlash.cli.engine_args import torch_engine_options
-from vlash.cli.serve_cmd import CheckedArgs, check_args
+from vlash.cli.serve_args import CheckedArgs, check_args
 from vlash.devices import is_profile_name, load_profile, resolve_device
 from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
-from vlash.policies.policy_dir import CheckpointOptions
-from vlash.policies.policy_source import PolicyKind, PolicySource, looks_like_path
+from vlash.policies.formats.base import CheckpointOptions
+from vlash.policies.names.source import PolicyKind, PolicySource, looks_like_path
 from vlash.runtime.loading import LoadedRuntime, load_runtime
 from vlash.server.config import OpenpiConfig, ServerConfig
 from vlash.server.openpi_endpoint import OpenpiEndpoint
@@ -35,7 +35,7 @@ class ServePlan:
     source: PolicySource
     engine: str  # engine name: --engine, else an artifact's own, else torch
     threads: int  # CPU threads of torch and onnxruntime
-    config: ServerConfig  # the ZeroMQ server's settings (vlash.cli.serve_cmd.check_args)
+    config: ServerConfig  # the ZeroMQ server's settings (vlash.cli.serve_args.check_args)
     openpi: OpenpiConfig | None
     options: CheckpointOptions
     engine_options: dict  # the torch engine's compile_mode and graphs
@@ -73,7 +73,7 @@ def policy_plan(args: argparse.Namespace, source: PolicySource) -> tuple[str, Ch
 
 
 def plan(args: argparse.Namespace, checked: CheckedArgs | None = None) -> ServePlan:
-    """Every argument, endpoint and port checked (`checked`: serve_cmd.check_args's, else checked here), and the
+    """Every argument, endpoint and port checked (`checked`: serve_args.check_args's, else checked here), and the
     engine settings: one-line errors, no weights loaded."""
     checked = checked or check_args(args)
     engine, options, engine_options = policy_plan(args, checked.source)
@@ -151,8 +151,8 @@ def run_fleet(args: argparse.Namespace, checked: CheckedArgs | None = None) -> i
     """`vlash serve --ray`: the policy on Ray Serve (vlash.fleet) until SIGINT / SIGTERM."""
     source = (checked or check_args(args)).source
     try:
-        from vlash.fleet.app import serve_fleet
-        from vlash.fleet.config import FleetConfig
+        from vlash.fleet.app import serve_fleet  # extra: fleet
+        from vlash.fleet.config import FleetConfig  # extra: fleet
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] not in ("ray", "fastapi", "starlette"):
             raise

@@ -1,4 +1,4 @@
-"""--sim-config / --sim: the simulator settings of `vlash eval` and `vlash train` (robot_io.sim.settings)."""
+"""--sim-config / --sim: the simulator settings of `vlash eval` and `vlash train` (vlash.sim.settings)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def sim_config_path(value: Path | None) -> Path | None:
 
 def load_sim_arguments(args: argparse.Namespace):
     """The SimSettings --sim-config and --sim ask for (ConfigError naming the bad key or file)."""
-    from robot_io.sim.errors import SimConfigError
-    from robot_io.sim.settings import load_sim_settings
+    from vlash.sim.errors import SimConfigError  # extra: sim
+    from vlash.sim.settings import load_sim_settings  # extra: sim
 
     try:
         return load_sim_settings(sim_config_path(args.sim_config), args.sim)

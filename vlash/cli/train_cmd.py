@@ -1,4 +1,4 @@
-"""`vlash train --out DIR`: record expert episodes in robot_io.sim and train a pi0.5-shaped policy on them."""
+"""`vlash train --out DIR`: record expert episodes in vlash.sim and train a pi0.5-shaped policy on them."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from vlash.cli.preflight import add_overwrite_argument, check_output_dir, check_
 from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
 from vlash.errors import ConfigError
 from vlash.output_kinds import OutputKind
+from vlash.policies.names.source import PolicyKind
 from vlash.policies.pi05 import available_presets
-from vlash.policies.policy_source import PolicyKind
 from vlash.train.config import ACTION_NORMS, DEFAULT_TASKS, TrainConfig, TrainResult
 
 ACCEPTED = {
@@ -46,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="policy directory to write (new or empty; atomically, at the end)")
     add_overwrite_argument(p, OutputKind.TRAINING_RUN)
     add_policy_arguments(p, f"what to train ({', '.join(available_presets())})", ACCEPTED, default="pi05-tiny")
-    p.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="comma-separated robot_io.sim tasks")
+    p.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="comma-separated vlash.sim tasks")
     add_sim_arguments(p, "to record in")
     p.add_argument("--episodes", type=int, default=200, help="expert episodes recorded per task")
     p.add_argument("--steps", type=int, default=TrainConfig.steps, help="optimizer steps")
@@ -152,8 +152,8 @@ def architecture(args: argparse.Namespace) -> tuple[str, str | None]:
 def check_args(args: argparse.Namespace, config: TrainConfig) -> None:
     """What TrainConfig cannot see: the tasks exist and take the simulator settings (task.* keys), the files named
     are there (before anything is recorded)."""
-    from robot_io.sim.env import TASKS, make_env  # the sim extra: train records in the simulator anyway
-    from robot_io.sim.errors import SimConfigError
+    from vlash.sim.env import TASKS, make_env  # extra: sim; the sim extra: train records in the simulator anyway
+    from vlash.sim.errors import SimConfigError  # extra: sim
 
     unknown = [t.strip() for t in args.tasks.split(",") if t.strip() and t.strip() not in TASKS]
     if unknown:
@@ -231,7 +231,7 @@ def print_summary(result: TrainResult, console: Console) -> None:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     check_args(args, config)
-    from vlash.train.trainer import train  # torch-heavy: only once the arguments are checked
+    from vlash.train.trainer import train  # extra: sim, server; torch-heavy: only once the arguments are checked
 
     console = Console(stderr=args.json)
     try:

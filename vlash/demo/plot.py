@@ -79,10 +79,10 @@ def _legend_entries(fig) -> tuple[list, list[str]]:
 
 def demo_figure(results: Mapping[str, RunResult], title: str = ""):
     """The matplotlib Figure (module doc); the caller saves and closes it."""
-    import matplotlib
+    import matplotlib  # extra: sim
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # extra: sim
 
     modes = list(results)
     joints = next(iter(results.values())).commands.shape[1]
@@ -106,7 +106,7 @@ def demo_figure(results: Mapping[str, RunResult], title: str = ""):
 def plot_demo(results: Mapping[str, RunResult], path: str | Path, title: str = "") -> Path:
     """Write the figure to `path` (PNG); one column per mode."""
     fig = demo_figure(results, title)  # selects the Agg backend before pyplot is imported here
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # extra: sim
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

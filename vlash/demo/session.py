@@ -9,8 +9,8 @@ from typing import Any
 
 from robot_io.client import PolicyClient
 from robot_io.executors import ExecutorConfig
-from robot_io.robots import SimRobot
 from robot_io.runner import RunConfig, RunResult, run_robot
+from vlash.sim.robot import SimRobot
 
 
 @dataclass(frozen=True)

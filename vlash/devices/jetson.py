@@ -13,7 +13,7 @@ FAMILIES = (("thor", "jetson-thor"), ("orin", "jetson-orin"))  # substring of th
 
 
 def _cuda_device_name() -> str:
-    import torch
+    import torch  # extra: server
 
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
 

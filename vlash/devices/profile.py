@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from vlash.dataclass_io import dataclass_from_mapping
+from vlash.devices.jetson import detect_jetson
 from vlash.errors import ConfigError
 from vlash.resources import config_dir
 
@@ -87,8 +88,6 @@ def profile_from_dict(doc: Any, source: str = "<dict>") -> DeviceProfile:
 def load_profile(name_or_path: str | Path) -> DeviceProfile:
     """A profile by name (configs/devices/NAME.yaml), by YAML path, or "jetson" (detects Orin / Thor)."""
     if str(name_or_path) == "jetson":
-        from vlash.devices.jetson import detect_jetson
-
         name_or_path = detect_jetson()
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):

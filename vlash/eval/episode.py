@@ -17,10 +17,10 @@ from robot_io.control import SimulatedClock
 from robot_io.executors import ExecutorConfig, make_executor
 from robot_io.protocol import CameraSpec, Metadata
 from robot_io.safety import Safety, SafetyConfig
-from robot_io.sim.interfaces import ACTION_KIND
-from robot_io.testing import FakePolicyClient
 from vlash.eval.link import LinkTiming
 from vlash.eval.policies import ChunkPolicy
+from vlash.sim.interfaces import ACTION_KIND
+from vlash.sim.policy_link import FakePolicyClient
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The simulated policy link of `vlash eval`: replies arrive after a modelled inference time, in control steps.
 
-The executors under evaluation talk to robot_io.testing.FakePolicyClient on a SimulatedClock, exactly as they talk
+The executors under evaluation talk to vlash.sim.policy_link.FakePolicyClient on a SimulatedClock, exactly as they talk
 to a server. LinkTiming says when each message arrives: a whole chunk of the constant schedule d control steps
 after its request; with the horizon-aware schedule, rows stream as they become final, row i at
 d * (p + (1 - p) * (k_i + 1) / N) (p: the prefill's share of the inference time, k_i: the denoise step after which
@@ -17,8 +17,8 @@ from functools import lru_cache
 import numpy as np
 
 from robot_io.protocol import Infer
-from robot_io.testing import PlannedChunk
 from vlash.errors import ConfigError
+from vlash.sim.policy_link import PlannedChunk
 
 PREFIX_ROW = -2  # final_at_step of a committed-prefix row (vlash.sampling.PREFIX)
 NOT_FINAL_ROW = -1  # a row the sampler never finished (it stopped early)
@@ -71,9 +71,9 @@ class LinkTiming:
 def sampler_finality(schedule: str, num_steps: int, horizon: int, prefix_len: int, stop: int | None):
     """(final_at_step int [H], steps_run) of the flow sampler for these settings: run on a zero velocity, the
     finality of each row does not depend on the model."""
-    import torch
+    import torch  # extra: server
 
-    from vlash.sampling import FlowSampler, SamplerConfig
+    from vlash.sampling import FlowSampler, SamplerConfig  # extra: server
 
     sampler = FlowSampler(SamplerConfig(num_steps=num_steps, schedule=schedule, early_stop_final=stop))
     prefix = torch.zeros(1, prefix_len, 1) if prefix_len else None
@@ -84,7 +84,7 @@ def sampler_finality(schedule: str, num_steps: int, horizon: int, prefix_len: in
 def oracle_result(actions: np.ndarray, infer: Infer, num_steps: int, default_schedule: str = "constant") -> PlanResult:
     """A PlanResult for a chunk planned without a sampler (the scripted expert): rows final when the sampler the
     request asked for would have finished them."""
-    from vlash.runtime.policy_runtime import rows_needed
+    from vlash.runtime.policy_runtime import rows_needed  # extra: server
 
     h = len(actions)
     c = 0 if infer.prefix is None else len(infer.prefix)

@@ -11,10 +11,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from robot_io.oracle import Commanded, ExpertPlanner
 from robot_io.protocol import Infer
-from robot_io.robots.sim_robot import SIM_CAMERA
 from vlash.eval.link import PlanResult, oracle_result
+from vlash.sim.oracle import Commanded, ExpertPlanner
+from vlash.sim.robot import SIM_CAMERA
 
 Planner = Callable[[Infer], PlanResult]
 
@@ -31,7 +31,7 @@ class ChunkPolicy(Protocol):
 
 
 class OraclePolicy:
-    """The scripted expert's plan (robot_io.oracle.ExpertPlanner: the mechanism without learning error), with the
+    """The scripted expert's plan (vlash.sim.oracle.ExpertPlanner: the mechanism without learning error), with the
     finality of the sampler the request asked for."""
 
     camera = SIM_CAMERA
@@ -50,8 +50,8 @@ class ModelPolicy:
     `vlash.runtime.PolicyRuntime`: the same request -> chunk path as the server."""
 
     def __init__(self, policy, num_steps: int | None = None, guidance_weight: float = 5.0) -> None:
-        from vlash.engines.base import create_engine
-        from vlash.runtime.policy_runtime import PolicyRuntime
+        from vlash.engines.base import create_engine  # extra: server
+        from vlash.runtime.policy_runtime import PolicyRuntime  # extra: server
 
         self.policy = policy
         self.horizon = policy.config.action_horizon
@@ -62,7 +62,7 @@ class ModelPolicy:
         self.runtime = PolicyRuntime(policy, engine, num_steps=self.num_steps, guidance_weight=guidance_weight)
 
     def planner(self, env: Any, commanded: Commanded, quantization: int) -> Planner:
-        from vlash.runtime.policy_runtime import ChunkRequest
+        from vlash.runtime.policy_runtime import ChunkRequest  # extra: server
 
         def plan(infer: Infer) -> PlanResult:
             result = self.runtime.run(ChunkRequest.from_infer(infer))

@@ -93,10 +93,10 @@ def print_table(summary: dict, console: Console) -> None:
 def plot_summary(summary: dict, path: str | Path) -> Path:
     """Two panels per mode against delay: success rate (95% CI); mean reaction latency on tasks with timed
     events, else mean completion time."""
-    import matplotlib
+    import matplotlib  # extra: sim
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # extra: sim
 
     path = Path(path)
     s = summary["settings"]

@@ -22,12 +22,16 @@ from dataclasses import asdict, dataclass, field, replace
 from multiprocessing import get_context
 
 from robot_io.executors import ExecutorConfig
-from robot_io.sim.settings import SimSettings
 from vlash.errors import ConfigError, VlashError
 from vlash.eval.episode import EpisodeRunner, executor_config
 from vlash.eval.link import LinkTiming
 from vlash.eval.metrics import EpisodeMetrics, aggregate, episode_metrics
-from vlash.policies.policy_source import ORACLE
+from vlash.planar_arm import forward
+from vlash.policies.names.source import ORACLE
+from vlash.sim import make_env
+from vlash.sim.env import TASKS
+from vlash.sim.errors import SimConfigError
+from vlash.sim.settings import SimSettings
 
 # Seeds: results are tuned on the development split and reported on the report split, never the other way round
 SEED_SPLITS = {"dev": 0, "report": 100_000}
@@ -58,29 +62,25 @@ def load_chunk_policy(policy: str, threads: int = 1):
     """The ChunkPolicy a name stands for: the scripted-expert oracle, or a policy directory (torch on
     `threads` CPU threads; one per worker process in a sweep)."""
     if policy == ORACLE:
-        from vlash.eval.policies import OraclePolicy
+        from vlash.eval.policies import OraclePolicy  # extra: sim, server
 
         return OraclePolicy()
-    import torch
+    import torch  # extra: server
 
-    from vlash.eval.policies import ModelPolicy
-    from vlash.policies.policy_dir import load_policy
+    from vlash.eval.policies import ModelPolicy  # extra: sim, server
+    from vlash.policies.formats.loading import load_policy  # extra: server
 
     torch.set_num_threads(threads)
     return ModelPolicy(load_policy(policy))
 
 
 def _build(policy: str, task: str, sim: SimSettings):
-    from robot_io.sim import make_env
-
     return make_env(task, seed=0, settings=sim), load_chunk_policy(policy)
 
 
 def _init_worker(policy: str, task: str, sim: SimSettings, built=None) -> None:
     """Build this worker's environment and policy. In a pool it must not raise (that breaks the pool and hides
     the reason): the error is kept and reported by the worker's first job."""
-    from robot_io.sim.kinematics import forward
-
     _WORKER.clear()
     try:
         _WORKER["env"], _WORKER["policy"] = built if built is not None else _build(policy, task, sim)
@@ -142,8 +142,6 @@ def check_sweep(cfg: SweepConfig):
     """Check the sweep in this process before any worker starts; returns the loaded policy (ConfigError /
     CheckpointError naming what is wrong: the task, a mode, a delay or horizon the policy's chunk cannot hold,
     a policy that does not load)."""
-    from robot_io.sim.env import TASKS
-
     if cfg.task not in TASKS:
         raise ConfigError(f"unknown task {cfg.task!r}; choose one of {', '.join(TASKS)}")
     if not cfg.modes or not cfg.delays:
@@ -154,8 +152,6 @@ def check_sweep(cfg: SweepConfig):
         cells = cell_configs(cfg)  # every cell's ExecutorConfig and LinkTiming validate themselves
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    from robot_io.sim import make_env
-    from robot_io.sim.errors import SimConfigError
 
     try:
         env = make_env(cfg.task, seed=0, settings=cfg.sim)  # the task's settings are checked when its env is built
@@ -190,8 +186,6 @@ def run_sweep(cfg: SweepConfig, progress: Callable[[int, int], None] | None = No
     jobs = jobs_for(cfg)
     results: list[EpisodeMetrics] = []
     if cfg.workers <= 1:
-        from robot_io.sim import make_env
-
         env = make_env(cfg.task, seed=0, settings=cfg.sim)
         _init_worker(cfg.policy, cfg.task, cfg.sim, built=(env, policy))
         for i, job in enumerate(jobs):

@@ -11,8 +11,8 @@ from typing import Any
 
 from vlash.dataclass_io import dataclass_from_mapping
 from vlash.errors import ConfigError
+from vlash.policies.formats.base import CheckpointOptions
 from vlash.policies.pi05.config import Pi05Config, load_preset
-from vlash.policies.policy_dir import CheckpointOptions
 from vlash.runtime.loading import LoadedRuntime, load_runtime
 from vlash.sampling import Schedule
 from vlash.server.openpi_mapping import PROFILES, ObservationMap, load_map

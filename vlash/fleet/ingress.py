@@ -22,8 +22,8 @@ from ray import serve
 from ray.exceptions import RayActorError
 from ray.serve.handle import DeploymentHandle
 
-from robot_io.errors import DeadlineExceeded
 from robot_io.protocol import Metadata
+from robot_io.protocol.errors import DeadlineExceeded
 from vlash.fleet.batch import RequestFailed
 from vlash.fleet.config import FleetConfig
 from vlash.fleet.openpi_requests import chunk_request

@@ -22,7 +22,7 @@ from torch import Tensor
 from vlash.engines.base import Engine
 from vlash.generator_run import GeneratorRun
 from vlash.policies.pi05.model import Pi05Inputs, PrefixCache
-from vlash.policies.pi05.processor import Pi05Processor
+from vlash.policies.processing.processor import Pi05Processor
 from vlash.sampling import BatchStepper, RowDone, RowFinal, SamplingPlan, stack_plans
 
 # Called before prefill ("prefill") and before every denoise step ("step"): the server's hook for

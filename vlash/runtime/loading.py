@@ -14,13 +14,14 @@ from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_
 from vlash.engines import create_engine
 from vlash.engines.artifact import POLICY_DIR, ArtifactManifest, is_artifact
 from vlash.errors import ConfigError
-from vlash.policies.checkpoint import resolve_dtype
-from vlash.policies.policy_dir import CheckpointOptions, LoadedPolicy, load_policy
+from vlash.policies.formats.base import CheckpointOptions, LoadedPolicy
+from vlash.policies.formats.loading import load_policy
+from vlash.policies.formats.random_policy import random_policy
+from vlash.policies.names.shipped import shipped_policy_dir
+from vlash.policies.pi05.weights import resolve_dtype
 from vlash.policies.quantized.gate import RecordedGate, require_gate
 from vlash.policies.quantized.manifest import QuantManifest, is_quantized
 from vlash.policies.quantized.schemes import precision_label
-from vlash.policies.random_policy import random_policy
-from vlash.policies.shipped import shipped_policy_dir
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
 
 

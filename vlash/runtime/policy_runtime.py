@@ -34,8 +34,8 @@ from robot_io.protocol import Infer
 from vlash.engines.base import Engine
 from vlash.errors import ShapeError
 from vlash.generator_run import GeneratorRun
-from vlash.policies.pi05.processor import Observation
-from vlash.policies.policy_dir import LoadedPolicy
+from vlash.policies.formats.base import LoadedPolicy
+from vlash.policies.processing.processor import Observation
 from vlash.runtime.batch import (
     BatchDone,
     BatchEvent,

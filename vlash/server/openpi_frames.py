@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from websockets.frames import CloseCode
 
-from robot_io.errors import DeadlineExceeded, ProtocolError
 from robot_io.protocol import Infer, Metadata
+from robot_io.protocol.errors import DeadlineExceeded, ProtocolError
 from vlash.server.openpi_codec import CodecError, unpackb
 from vlash.server.openpi_mapping import ObservationError, ObservationMap, flatten, resolve
 

@@ -31,7 +31,6 @@ from typing import Any
 import zmq
 
 from robot_io.client import PolicyClient
-from robot_io.errors import ProtocolError
 from robot_io.protocol import (
     Error,
     ErrorCode,
@@ -49,6 +48,7 @@ from robot_io.protocol import (
     encode,
     receive,
 )
+from robot_io.protocol.errors import ProtocolError
 from vlash.errors import ConfigError, ServerError
 from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.batching import BatchGatherer, batch_limit

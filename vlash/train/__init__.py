@@ -7,7 +7,7 @@ from vlash.train.config import TrainConfig, TrainResult
 from vlash.train.errors import DatasetError, TrainError
 
 _EXPORTS = {  # name -> module (the training stack: torch): imported on first use
-    "train_tokenizer": "vlash.policies.word_tokenizer",
+    "train_tokenizer": "vlash.policies.processing.word_tokenizer",
     **dict.fromkeys(("load_episodes", "save_episodes"), ".dataset"),
     **dict.fromkeys(("Episode", "record_episodes", "success_rate"), ".episodes"),
     **dict.fromkeys(("FrameTable", "Sample", "SampleBatch", "SampleSpec", "build_sample"), ".samples"),

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from vlash.policies.checkpoint import load_model
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
-from vlash.policies.word_tokenizer import instruction_words
+from vlash.policies.pi05.weights import load_model
+from vlash.policies.processing.word_tokenizer import instruction_words
 from vlash.train.errors import ConfigError
 from vlash.train.init import tokenizer_vocab
 

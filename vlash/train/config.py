@@ -13,10 +13,10 @@ from vlash.train.errors import ConfigError
 from vlash.train.samples import SampleSpec
 
 if TYPE_CHECKING:
-    from robot_io.sim.settings import SimSettings
+    from vlash.sim.settings import SimSettings
 
 DEFAULT_TASKS = ("reach", "track", "whack", "intercept")
-# TrainConfig.action_norm (vlash.policies.normalization.NormMode values)
+# TrainConfig.action_norm (vlash.policies.processing.normalization.NormMode values)
 ACTION_NORMS = ("QUANTILES", "MEAN_STD", "MIN_MAX")
 
 # the training-only heads (vlash.train.vision_aux, trainer.Auxiliaries) and the TrainConfig field of each one's weight
@@ -34,7 +34,7 @@ class TrainConfig:
     """One training run: data, model, optimizer, augmentations, output."""
 
     policy: str = "pi05-tiny"  # policy preset name or YAML path (the architecture trained from scratch)
-    tasks: tuple[str, ...] = DEFAULT_TASKS  # robot_io.sim tasks to record expert episodes of
+    tasks: tuple[str, ...] = DEFAULT_TASKS  # vlash.sim tasks to record expert episodes of
     episodes_per_task: int = 200  # expert episodes recorded per task, >= 1
     steps: int = 1500  # optimizer steps, >= 1 (pi05-tiny, batch 32, 2 CPU cores: ~1.9 steps/s, ~13 min)
     batch_size: int = 32  # samples per step, >= 1
@@ -55,7 +55,7 @@ class TrainConfig:
     pad_loss_weight: float = 0.1  # weight of the zero-padded action dims in the loss (see flow.flow_loss)
     image_size: int = 96  # simulator render size in pixels (resized to the policy's input size)
     # simulator settings the episodes are recorded (and the auxiliary labels replayed) with, keyed as in a
-    # configs/eval/*.yaml file (robot_io.sim.load_sim_settings; every key optional; {}: the defaults); its image size
+    # configs/eval/*.yaml file (vlash.sim.load_sim_settings; every key optional; {}: the defaults); its image size
     # is image_size. Action interfaces: position (joint targets) or velocity (joint velocities; ee_delta is refused)
     sim: dict[str, Any] = field(default_factory=dict)
     # how the actions are normalized: "QUANTILES" (q01 / q99 -> -1 / 1, pi0.5's), "MEAN_STD" or "MIN_MAX"; None:
@@ -105,8 +105,8 @@ class TrainConfig:
     # velocity actions (joint velocities are not relative to the state; True is refused there)
     relative_actions: bool | None = None
     # plan end-effector positions instead of joint angles, or with velocity actions end-effector velocities
-    # (robot_io.sim.task_space): states and actions are mapped by the simulator arm's kinematics; the robot still
-    # sends joints and receives joint chunks
+    # (vlash.policies.processing.task_space): states and actions are mapped by the arm's kinematics; the robot
+    # still sends joints and receives joint chunks
     task_space: bool = False
     # label chunks past an episode's end with the expert's plan from its final state (Episode.tail, H steps)
     # instead of masking them; False also drops the tails of a loaded dataset (docs/EVALUATION.md has the A/B)
@@ -192,8 +192,8 @@ class TrainConfig:
 
     def sim_settings(self) -> SimSettings:
         """The simulator settings of `sim`, at image_size."""
-        from robot_io.sim.errors import SimConfigError
-        from robot_io.sim.settings import SimSettings
+        from vlash.sim.errors import SimConfigError  # extra: sim
+        from vlash.sim.settings import SimSettings  # extra: sim
 
         if not isinstance(self.sim, Mapping):
             raise ConfigError(f"sim must map simulator settings to values, got {self.sim!r:.80}")

@@ -19,11 +19,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from vlash.policies.image import resize_with_pad
-from vlash.policies.normalization import Normalizer
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Inputs
-from vlash.policies.tokenizer import Pi05PromptEncoder, PromptTokenizer
+from vlash.policies.processing.image import resize_with_pad
+from vlash.policies.processing.normalization import Normalizer
+from vlash.policies.processing.tokenizer import Pi05PromptEncoder, PromptTokenizer
 from vlash.train.episodes import Episode
 from vlash.train.errors import TrainError
 from vlash.train.progress import progress_bar

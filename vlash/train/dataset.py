@@ -4,7 +4,7 @@ Layout: frames of all episodes concatenated (`images` uint8 [N, S, S, 3], `state
 [N, J], `plans` float32 [N, K, J], K = 0 when the episodes have no per-frame plans), their expert tails
 concatenated (`tails` float32 [M, J]), plus per-episode arrays (`lengths` and `tail_lengths` int64 [E]
 (0: no tail), `seeds` int64 [E], `success` bool [E], `tasks` and `instructions` unicode [E]), and optionally
-`sim`: the simulator settings the episodes were recorded with (robot_io.sim.SimSettings.to_dict() as a JSON
+`sim`: the simulator settings the episodes were recorded with (vlash.sim.SimSettings.to_dict() as a JSON
 string; absent: the defaults). No pickled objects: loading uses allow_pickle=False. Format 2 (no `plans`)
 loads as episodes without plans; format 1 (no tails) is refused: record again.
 """

@@ -1,6 +1,6 @@
 """Expert demonstrations: one `Episode` per rollout of a simulated task's scripted expert.
 
-`record_episodes` runs `robot_io.sim`'s expert (`env.expert_action()`: absolute joint targets, or joint
+`record_episodes` runs `vlash.sim`'s expert (`env.expert_action()`: absolute joint targets, or joint
 velocities in the simulator's velocity interface) from `reset` until the episode terminates or is truncated,
 keeping every frame's camera image, the observed joint state and the commanded action, and optionally the
 expert's plan past the last frame (the tail: chunk labels for the frames near the end) and the plan the expert
@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vlash.policies.transforms import StateActionTransform
+from vlash.policies.processing.transforms import StateActionTransform
 from vlash.train.errors import DatasetError, TrainError
 from vlash.train.progress import progress_bar
 
 if TYPE_CHECKING:
-    from robot_io.sim.settings import SimSettings
+    from vlash.sim.settings import SimSettings
 
 
 @dataclass(frozen=True)
@@ -125,14 +125,14 @@ def episode_seeds(task: str, count: int, seed: int) -> list[int]:
 
 def _make_env(task: str, seed: int, image_size: int, settings: SimSettings | None) -> Any:
     try:
-        from robot_io.sim import TASKS, make_env
-        from robot_io.sim.errors import SimConfigError
+        from vlash.sim import TASKS, make_env  # extra: sim
+        from vlash.sim.errors import SimConfigError  # extra: sim
     except ImportError as exc:
         raise TrainError(
-            f"recording needs the simulation suite robot_io.sim ({exc}); install the extra: pip install 'vlash[sim]'"
+            f"recording needs the simulation suite vlash.sim ({exc}); install the extra: pip install 'vlash[sim]'"
         ) from exc
     if task not in TASKS:
-        raise TrainError(f"unknown task {task!r}; robot_io.sim has {list(TASKS)}")
+        raise TrainError(f"unknown task {task!r}; vlash.sim has {list(TASKS)}")
     try:  # task.* settings are checked when the env is built for the task
         return make_env(task, seed=seed, settings=settings, image_size=image_size)
     except SimConfigError as exc:
@@ -190,7 +190,7 @@ def record_episodes(
 ) -> list[Episode]:
     """Record `count` expert episodes of `task` (fewer when `only_successful` drops failed ones), each with a
     `tail` of expert actions past its end and, with `plan_steps` > 0, the expert's plan at every frame
-    (`rollout_expert`), in a simulator configured by `settings` (robot_io.sim.SimSettings; None: the defaults;
+    (`rollout_expert`), in a simulator configured by `settings` (vlash.sim.SimSettings; None: the defaults;
     `image_size` replaces its image size). Actions, tails and plans are in the settings' action interface.
 
     Deterministic given (task, count, seed, image_size, settings). Each episode keeps its reset seed and whether

@@ -25,9 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer
 
 from vlash.policies.pi05.model import Pi05Model
-from vlash.policies.word_tokenizer import STATE_BINS
+from vlash.policies.processing.word_tokenizer import STATE_BINS
 
 MIN_CYCLES = 0.25  # lowest frequency: a quarter period over [-1, 1] (monotone in the value)
 MAX_CYCLES = 64.0  # highest: a period of 4 bins (fine resolution)
@@ -48,8 +49,6 @@ def value_code(values: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def tokenizer_vocab(tokenizer_file: str | Path) -> dict[str, int]:
-    from tokenizers import Tokenizer
-
     return Tokenizer.from_file(str(tokenizer_file)).get_vocab()
 
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from vlash.policies.normalization import Normalizer
+from vlash.policies.formats.vlash_dir import save_policy
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
-from vlash.policies.policy_dir import save_policy
-from vlash.policies.transforms import StateActionTransform
+from vlash.policies.processing.normalization import Normalizer
+from vlash.policies.processing.transforms import StateActionTransform
 
 TRAIN_LOG = "train_log.json"
 

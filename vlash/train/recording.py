@@ -1,4 +1,4 @@
-"""The episodes a run trains on: given, loaded from `TrainConfig.dataset`, or recorded in robot_io.sim (and saved).
+"""The episodes a run trains on: given, loaded from `TrainConfig.dataset`, or recorded in vlash.sim (and saved).
 
 A dataset file remembers the simulator settings it was recorded with (`vlash.train.dataset`); loading one
 recorded under other settings than the run's (another action interface, load, arm, ...) is refused, since its
@@ -80,7 +80,7 @@ def record(config: TrainConfig, horizon: int) -> list[Episode]:
 def check_dataset_settings(config: TrainConfig) -> None:
     """TrainError when config.dataset was recorded in other simulator settings than the run's (image size aside:
     images are resized to the policy's input anyway)."""
-    from robot_io.sim.settings import SimSettings
+    from vlash.sim.settings import SimSettings  # extra: sim
 
     recorded = recorded_sim_settings(config.dataset)
     wanted = _without_image_size(config.sim_settings().to_dict())

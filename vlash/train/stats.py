@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vlash.policies.normalization import FeatureNorm, Normalizer, NormMode
+from vlash.policies.processing.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.train.episodes import Episode
 from vlash.train.errors import DatasetError
 

@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_io.sim.settings import SimSettings
-from robot_io.sim.task_space import PlanarArmTaskSpace, PlanarArmVelocityTaskSpace
-from vlash.policies.checkpoint import build_random
-from vlash.policies.normalization import Normalizer, NormMode
 from vlash.policies.pi05.config import Pi05Config, load_preset
 from vlash.policies.pi05.model import Pi05Model
-from vlash.policies.word_tokenizer import train_tokenizer
+from vlash.policies.pi05.weights import build_random
+from vlash.policies.processing.normalization import Normalizer, NormMode
+from vlash.policies.processing.task_space import PlanarArmTaskSpace, PlanarArmVelocityTaskSpace
+from vlash.policies.processing.word_tokenizer import train_tokenizer
+from vlash.sim.settings import SimSettings
 from vlash.train.auxiliaries import Auxiliaries
 from vlash.train.base import base_tokenizer, load_base_model
 from vlash.train.config import TrainConfig, TrainResult

@@ -29,12 +29,12 @@ from vlash.train.errors import TrainError
 from vlash.train.progress import progress_bar
 
 if TYPE_CHECKING:
-    from robot_io.sim.settings import SimSettings
+    from vlash.sim.settings import SimSettings
 
 
 def palette() -> list[tuple[int, int, int]]:
     """The RGB colours items can have (the label classes, in a fixed order)."""
-    from robot_io.sim.tasks.base import BALL_COLOR, COLORS
+    from vlash.sim.tasks.base import BALL_COLOR, COLORS  # extra: sim
 
     return [*COLORS.values(), BALL_COLOR]
 
@@ -67,7 +67,7 @@ class ReplayLabels:
 def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
     """Replay `episode` (reset with its seed, step its actions) in `env` (None: one with the default simulator
     settings), and label every frame."""
-    from robot_io.sim import make_env
+    from vlash.sim import make_env  # extra: sim
 
     colors = {rgb: i for i, rgb in enumerate(palette())}
     env = env or make_env(episode.task, image_size=episode.images.shape[1])
@@ -79,7 +79,7 @@ def replay_labels(episode: Episode, side: int, env=None) -> ReplayLabels:
     for t in range(len(episode)):
         if not np.array_equal(obs["image"], episode.images[t]):
             raise TrainError(
-                f"episode {episode.task!r} seed {episode.seed} does not replay in robot_io.sim (frame {t} "
+                f"episode {episode.task!r} seed {episode.seed} does not replay in vlash.sim (frame {t} "
                 "differs): vision-aux labels need simulator episodes; train with --vision-aux-weight 0"
             )
         for item in env.task.draw_items(env.world, env.step_index):
@@ -100,7 +100,7 @@ def dataset_labels(
 ) -> ReplayLabels:
     """The labels of all episodes, concatenated in FrameTable order (episode by episode), replayed in the simulator
     `settings` they were recorded in (None: the defaults; the image size is each episode's)."""
-    from robot_io.sim import make_env
+    from vlash.sim import make_env  # extra: sim
 
     out, envs = [], {}
     with progress_bar("vision labels", total=len(episodes), enabled=progress) as advance:

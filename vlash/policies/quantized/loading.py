@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from vlash.errors import CheckpointError
-from vlash.policies.checkpoint import read_safetensors, resolve_dtype
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
+from vlash.policies.pi05.weights import read_safetensors, resolve_dtype
 from vlash.policies.quantized.linear import Fp8Linear, Int4WeightLinear, Int8WeightLinear
 from vlash.policies.quantized.manifest import QuantManifest
 

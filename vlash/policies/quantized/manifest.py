@@ -10,7 +10,7 @@ The scheme lives here, never in a file name. Format "vlash.quant/1":
                  "bits": int (fewer than the dtype holds: onnx-int8-dynamic's 7-bit weights)}
     kept         modules (or ONNX MatMul nodes) deliberately left in the compute dtype (action-expert attention,
                  time MLP, the VLM's MLP down projections under onnx-int8-dynamic...)
-    calibration  None, or {"source": "robot_io.sim", "tasks": [...], "seeds": [...], "frames": n}
+    calibration  None, or {"source": "vlash.sim", "tasks": [...], "seeds": [...], "frames": n}
     files        role -> file name inside the artifact (e.g. {"model": "model.safetensors"})
     fidelity     None (never checked), or the last `--check` result: {"passed", "reasons", "actions": {...},
                  "rollout", "reference_rollout", "thresholds": {...}, "host": {...}}; vlash.policies.quantized.gate
@@ -48,7 +48,8 @@ class QuantManifest:
     format: str = FORMAT
 
     def __post_init__(self) -> None:
-        from vlash.policies.quantized.schemes import SCHEMES  # late: keeps the manifest importable on its own
+        # extra: server; late: keeps the manifest importable on its own
+        from vlash.policies.quantized.schemes import SCHEMES
 
         if self.format != FORMAT:
             raise CheckpointError(f"quant manifest format is {self.format!r}, this vlash reads {FORMAT!r}")
