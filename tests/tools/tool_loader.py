@@ -1,5 +1,5 @@
 """Import a script from tools/ as a module (tools/ is not a package). tools/ goes on sys.path, as it is for a script
-run from there, so the tools' own shared modules (bench_config_args, bench_transport) import."""
+run from there, so a tool's shared module (bench_config_args) imports."""
 
 from __future__ import annotations
 
