@@ -6,7 +6,9 @@ GEMM rate and memory bandwidth (cached, as `vlash bench` does; `--profile-rates`
     python tools/bench_engines.py --profile rtx-4090 --variants torch-bf16 torch-bf16-graphs onnxruntime-fp16
 
 A variant is a name -> `Variant(engine, precision, options)` entry in VARIANTS; to add one (e.g. a quantized
-artifact) append an entry whose `build(config, profile, workdir, threads)` returns an Engine.
+artifact) append an entry whose `build(config, profile, workdir, threads)` returns an Engine. The quantized variants
+are `vlash quantize --random-weights` of the preset, opened as its engine: `vlash bench --artifact` times the
+onnx ones too, but not the torch int8 / int4 policy directories (the torch engine runs a policy, not an artifact).
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ import torch
 import yaml
 
 from vlash.bench import BenchSettings, make_engine, run_bench
+from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices import DeviceProfile, load_profile, model_floors
 from vlash.devices.host_rates import HostRates, cached_host_rates, with_host_rates
 from vlash.engines.base import Engine, create_engine
 from vlash.errors import ConfigError, EngineUnavailable
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.config import Pi05Config
-from vlash.quant import bench_variants
 
 Builder = Callable[[Pi05Config, DeviceProfile, Path, int | None], Engine]
 METRICS = ("prefill_ms", "step_ms", "ttfa_ms", "chunk_ms")
@@ -103,6 +105,23 @@ def tensorrt_engine(precision: str) -> Builder:
     return build
 
 
+def quantized(scheme: str) -> Builder:
+    """Random weights of the preset, quantized with `scheme` (vlash.quant; static schemes calibrate on a few
+    simulated frames), opened as the scheme's engine."""
+
+    def build(config: Pi05Config, profile: DeviceProfile, workdir: Path, threads: int | None) -> Engine:
+        from vlash.policies.formats.random_policy import write_random_policy
+        from vlash.quant.api import open_quantized, quantize
+        from vlash.quant.calibration import FrameSpec
+
+        source = write_random_policy(Path(workdir) / f"{config.name}-fp32", config.name)
+        calibration = FrameSpec(episodes=4, frames_per_episode=2)
+        out = quantize(source, Path(workdir) / f"{config.name}-{scheme}", scheme, calibration=calibration)
+        return open_quantized(out, threads=threads)[0]
+
+    return build
+
+
 VARIANTS: dict[str, Variant] = {
     "torch-fp32": Variant("torch", "fp32"),
     "torch-fp32-compile": Variant("torch", "fp32", {"compile_mode": "default"}),
@@ -112,11 +131,11 @@ VARIANTS: dict[str, Variant] = {
     "torch-bf16-step-graphs": Variant("torch", "bf16", {"graphs": "step"}),
     "onnxruntime-fp32": Variant("onnxruntime", "fp32"),
     "onnxruntime-fp16": Variant("onnxruntime", "fp16"),
-    # quantized artifacts (quant/): random weights of the preset, quantized, then opened as an engine
-    "torch-int8": Variant("torch", "int8", build=bench_variants.torch_int8),
-    "torch-int4": Variant("torch", "int4", build=bench_variants.torch_int4),
-    "onnxruntime-int8-dynamic": Variant("onnxruntime", "int8", build=bench_variants.onnx_int8_dynamic),
-    "onnxruntime-int8-static": Variant("onnxruntime", "int8", build=bench_variants.onnx_int8_static),
+    # quantized (vlash.quant): random weights of the preset, quantized, then opened as an engine
+    "torch-int8": Variant("torch", "int8", build=quantized("torch-int8")),
+    "torch-int4": Variant("torch", "int4", build=quantized("torch-int4")),
+    "onnxruntime-int8-dynamic": Variant("onnxruntime", "int8", build=quantized("onnx-int8-dynamic")),
+    "onnxruntime-int8-static": Variant("onnxruntime", "int8", build=quantized("onnx-int8-static")),
     # GPU: onnxruntime's CUDA / TensorRT execution providers, and TensorRT engines (tensorrt or tensorrt_rtx)
     "onnxruntime-fp32-cuda": Variant("onnxruntime", "fp32", build=onnxruntime_on("fp32", ("CUDAExecutionProvider",))),
     "onnxruntime-fp16-cuda": Variant("onnxruntime", "fp16", build=onnxruntime_on("fp16", ("CUDAExecutionProvider",))),
@@ -139,18 +158,22 @@ def _row(policy: str, name: str, variant: Variant, report) -> str:
     return f"| {policy} | {name} | {variant.precision} | " + " | ".join(cells) + f" | {report.peak_memory_mb:.0f} |"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policies", nargs="+", default=["pi05-tiny", "pi05-small"])
     p.add_argument("--variants", nargs="+", default=["torch-fp32", "onnxruntime-fp32"], choices=sorted(VARIANTS))
     p.add_argument("--profile", default="cpu", help="device profile (configs/devices/) or jetson")
     p.add_argument("--schedule", choices=("constant", "horizon-aware"), default="constant")
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch and onnxruntime")
+    p.add_argument("--steps", type=positive_int, default=10)
+    p.add_argument("--iters", type=positive_int, default=20)
+    p.add_argument("--warmup", type=non_negative_int, default=3)
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch and onnxruntime")
     p.add_argument("--profile-rates", action="store_true", help="on a CPU: the profile's rates, not the host's")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    try:
+        load_profile(args.profile)
+    except ConfigError as exc:
+        p.error(f"--profile {args.profile}: {exc}")
     if args.threads:
         torch.set_num_threads(args.threads)
     rates = None

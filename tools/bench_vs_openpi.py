@@ -42,10 +42,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_config_args import add_config_arguments, config_from_args
 
 from vlash.atomic import atomic_write
 from vlash.bench import BenchSettings, roofline_ms
-from vlash.cli.bench_config_args import add_config_arguments, config_from_args
 from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices import load_profile
 from vlash.devices.host_rates import cached_host_rates, with_host_rates

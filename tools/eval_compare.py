@@ -33,7 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delay", type=int, required=True)
     p.add_argument("--metric", default="completion_s", help="a per-episode number in the JSON (default completion_s)")
     args = p.parse_args(argv)
-    a, b = (cell_episodes(path, args.mode, args.delay) for path in (args.first, args.second))
+    try:
+        a, b = (cell_episodes(path, args.mode, args.delay) for path in (args.first, args.second))
+    except (OSError, ValueError) as exc:
+        p.error(str(exc))
     seeds = sorted(a)
     if sorted(b) != seeds:
         raise SystemExit(f"the two files hold different seeds ({len(a)} and {len(b)} episodes); rerun on the same ones")

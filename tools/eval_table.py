@@ -39,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jumps", action="store_true", help="add the mean largest boundary jump (rad)")
     args = p.parse_args(argv)
     modes = None if args.modes is None else [m for m in args.modes.split(",") if m]
-    print(table(read_summary(args.result), modes, args.jumps))
+    try:
+        summary = read_summary(args.result)
+    except (OSError, ValueError) as exc:
+        p.error(f"{args.result}: {exc}")
+    print(table(summary, modes, args.jumps))
     return 0
 
 

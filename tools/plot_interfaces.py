@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if len(args.titles) != len(args.results):
         p.error(f"{len(args.results)} results but {len(args.titles)} titles")
+    try:
+        summaries = [read_summary(path) for path in args.results]
+    except (OSError, ValueError) as exc:
+        p.error(str(exc))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     fig, axes = plt.subplots(1, len(args.results), figsize=(4 * len(args.results), 3.6), sharey=True,
                              constrained_layout=True, squeeze=False)  # fmt: skip
-    for ax, path, title in zip(axes[0], args.results, args.titles, strict=True):
-        cells = read_summary(path)["cells"]
+    for ax, summary, title in zip(axes[0], summaries, args.titles, strict=True):
+        cells = summary["cells"]
         for mode in modes:
             mine = sorted((c for c in cells if c["mode"] == mode), key=lambda c: c["delay"])
             if not mine:

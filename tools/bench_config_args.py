@@ -1,5 +1,5 @@
-"""The model-shape flags of the benchmark tools (tools/bench_contention.py, bench_vs_openpi.py, bench_shared_time.py):
---policy, --cameras, --prompt-len, turned into one config (vlash.bench.bench_config) or a one-line argument error."""
+"""The model-shape flags of the benchmark tools (tools/bench_contention.py, tools/bench_vs_openpi.py): --policy,
+--cameras, --prompt-len, turned into one config (vlash.bench.bench_config) or a one-line argument error."""
 
 from __future__ import annotations
 
