@@ -1,14 +1,21 @@
 """The model-shape flags of the benchmark tools (tools/bench_contention.py, tools/bench_vs_openpi.py): --policy,
---cameras, --prompt-len, turned into one config (vlash.bench.bench_config) or a one-line argument error."""
+--cameras, --prompt-len, turned into one config (`bench_config`) or a one-line argument error."""
 
 from __future__ import annotations
 
 import argparse
 
-from vlash.bench import bench_config
 from vlash.cli.preflight import positive_int
 from vlash.errors import ConfigError
-from vlash.policies.pi05.config import Pi05Config
+from vlash.policies.pi05.config import Pi05Config, load_preset
+
+
+def bench_config(policy: str, cameras: int | None = None, prompt_len: int | None = None) -> Pi05Config:
+    """A preset (or config YAML) with `cameras` camera slots and a `prompt_len`-token prompt where given: the
+    benchmark tools' configs, e.g. issue 23's 164M one (pi05-small, 1 camera, prompt 64)."""
+    config = load_preset(policy)
+    config = config if cameras is None else config.with_cameras(cameras)
+    return config if prompt_len is None else config.with_overrides(max_token_len=prompt_len)
 
 
 def add_config_arguments(p: argparse.ArgumentParser, default: str = "pi05-small") -> None:

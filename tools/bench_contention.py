@@ -37,10 +37,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_config_args import add_config_arguments, config_from_args
+from bench_config_args import add_config_arguments, bench_config, config_from_args
 
 from vlash.atomic import atomic_write
-from vlash.bench import BenchSettings, bench_config, make_engine, timed_chunk
+from vlash.bench import BenchSettings, make_engine, timed_chunk
 from vlash.cli.cpu_threads import available_cores, server_threads
 from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices.host_rates import cpu_model

@@ -257,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.wheels is not None:
         run.doc["wheels"] = install_wheels(args.wheels)
     rows.use_checkout()
-    from vlash.bench import bench_config
     from vlash.devices import load_profile
+    from vlash.policies.pi05.config import load_preset
 
     env, unavailable = environment()
     if args.device == "cuda" and not env["cuda"]["available"]:
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name, why = choose_profile(args.device, env["cuda"].get("gpu", ""))
     profile = load_profile(name)
-    configs = {cams: bench_config(args.policy, cameras=cams) for cams in (1, 2)}
+    configs = {cams: load_preset(args.policy).with_cameras(cams) for cams in (1, 2)}
     run.doc |= {"environment": env, "unavailable": unavailable, "profile": {"name": name, "why": why}}
     run.doc["run"] |= {"steps": configs[2].num_steps, "horizon": configs[2].action_horizon}
     run.doc["floors"] = report.floors(configs, profile)

@@ -90,8 +90,8 @@ class Session:
     def __init__(self, job: dict) -> None:
         import torch
 
-        from vlash.bench import bench_config
         from vlash.devices import load_profile
+        from vlash.policies.pi05.config import load_preset
         from vlash.policies.pi05.weights import build_random
 
         self.job, self.device = job, torch.device(job["device"])
@@ -100,7 +100,7 @@ class Session:
         torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference must be fp32
         torch.backends.cudnn.allow_tf32 = False
         self.profile = load_profile(job["profile"])
-        self.config = bench_config(job["policy"], cameras=2)
+        self.config = load_preset(job["policy"]).with_cameras(2)
         self.bf16 = build_random(self.config, dtype="bf16", device=self.device, seed=SEED)
         self._fp32 = None
 

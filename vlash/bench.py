@@ -25,7 +25,7 @@ from vlash.devices import DeviceProfile, model_floors
 from vlash.engines import create_engine
 from vlash.engines.base import Engine
 from vlash.errors import ConfigError
-from vlash.policies.pi05.config import Pi05Config, load_preset
+from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
 from vlash.policies.pi05.weights import build_random
 from vlash.policies.quantized.schemes import precision_label
@@ -124,14 +124,6 @@ def _peak_memory_mb(device: torch.device) -> float:
         return torch.cuda.max_memory_allocated(device) / 2**20
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     return rss / 2**20 if sys.platform == "darwin" else rss / 2**10
-
-
-def bench_config(policy: str, cameras: int | None = None, prompt_len: int | None = None) -> Pi05Config:
-    """A preset (or config YAML) with `cameras` camera slots and a `prompt_len`-token prompt where given: the
-    benchmark tools' configs, e.g. issue 23's 164M one (pi05-small, 1 camera, prompt 64)."""
-    config = load_preset(policy)
-    config = config if cameras is None else config.with_cameras(cameras)
-    return config if prompt_len is None else config.with_overrides(max_token_len=prompt_len)
 
 
 def make_engine(

@@ -2,8 +2,8 @@
 
 pi0.5 starts from a pretrained SigLIP whose patch features already name colours and objects, so the
 VLM can look up "the red target" from its first step. From scratch they do not: on `reach` the flow loss
-alone never taught pi05-tiny to find the named target (image_gain stayed 0; tools/probe_grounding.py: even a
-direct regression of the goal from the prefix did not get there in 3,000 steps). What does get there is
+alone never taught pi05-tiny to find the named target (image_gain stayed 0; a probe, docs/history/EVALUATION-LOG.md:
+even a direct regression of the goal from the prefix did not get there in 3,000 steps). What does get there is
 supervising each patch with what is drawn in it: a linear head on every vision token predicts, per palette
 colour, whether an item of that colour has its centre in the patch (multi-label BCE). With that term the
 prefix probe's goal loss fell to 0.34 by step 1,200 (0.59 after 3,000 steps without it); see
