@@ -61,14 +61,14 @@ class PolicyClient:
         curve: CurveClientKeys | None = None,
         limits: Limits | None = None,
         context: zmq.Context | None = None,
-        validate_requests: bool = True,
+        validate_requests: bool = False,
     ) -> None:
         check_endpoint(endpoint)  # EndpointError (a ValueError) before any socket exists
         if not (isinstance(timeout_s, int | float) and math.isfinite(timeout_s) and timeout_s > 0):
             raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         self.endpoint, self.timeout_s, self.client_name, self.curve = endpoint, float(timeout_s), client_name, curve
         self.limits = limits or Limits()
-        self.validate_requests = validate_requests  # decode each request once before sending (catches bad fields here)
+        self.validate_requests = validate_requests  # also decode each request before sending (the server checks anyway)
         self._context = context or zmq.Context.instance()
         self._socket: zmq.Socket | None = None
         self._metadata: Metadata | None = None

@@ -1,4 +1,4 @@
-"""PolicyRuntime.stream_batch / run_batch: several requests as one batched prefill and denoise loop give each request
+"""PolicyRuntime.stream / run_batch: several requests as one batched prefill and denoise loop give each request
 the chunk it gets alone (pi05-tiny, random weights), row by row."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from vlash.engines import create_engine
 from vlash.engines.torch_engine import TorchEngine
 from vlash.policies.formats.random_policy import random_policy
 from vlash.policies.processing.processor import Observation
-from vlash.runtime.policy_runtime import BatchDone, BatchPiece, ChunkRequest, ChunkResult, PolicyRuntime
+from vlash.runtime.policy_runtime import Cancelled, ChunkRequest, ChunkResult, PolicyRuntime, RowEvent
 
 STEPS = 4
 ATOL = 1e-5  # normalized == robot units here (identity stats)
@@ -90,52 +90,65 @@ def test_a_batch_gives_every_request_its_unbatched_chunk(runtime, alone):
         assert got.batch_size == 4 and want.batch_size == 1
 
 
+def _cancel_row_at_pass(row: int, calls: int) -> tuple[list[int], object]:
+    """A `cancelled` predicate that names `row` on its `calls`-th question about it (the 1st is asked before the
+    batch runs, the 2nd before step 0, the 3rd before step 1, ...), and the list of its questions."""
+    asked: list[int] = []
+
+    def cancelled(i: int) -> bool:
+        if i != row:
+            return False
+        asked.append(i)
+        return len(asked) >= calls
+
+    return asked, cancelled
+
+
+def _outcomes(events: list[RowEvent]) -> dict[int, ChunkResult | Exception]:
+    return {e.row: e.result for e in events if e.done}
+
+
 def test_pieces_stream_per_row_as_they_do_alone_and_each_row_is_done_once_after_its_last(runtime):
     requests = _requests(runtime)
-    want = [[(p.start, len(p.actions), p.step) for p in runtime.stream(r)] for r in requests]
-    stream = runtime.stream_batch(requests)
-    events = list(stream)
-    pieces = [e for e in events if isinstance(e, BatchPiece)]
-    got = [[(p.piece.start, len(p.piece.actions), p.piece.step) for p in pieces if p.row == i] for i in range(4)]
+    want = [[(e.start, len(e.actions), e.step) for e in runtime.stream([r]) if not e.done] for r in requests]
+    events = list(runtime.stream(requests))
+    pieces = [e for e in events if not e.done]
+    outcome = _outcomes(events)
+    got = [[(p.start, len(p.actions), p.step) for p in pieces if p.row == i] for i in range(4)]
     assert got == want
     assert len(want[1]) > 2 and want[0] == [(0, runtime.horizon, STEPS - 1)]
-    assert got[2][-1][0] + got[2][-1][1] == stream.result[2].final_rows < runtime.horizon  # the early stop
-    for item in pieces:  # a piece is the final chunk's rows
-        start, actions = item.piece.start, item.piece.actions
-        np.testing.assert_array_equal(stream.result[item.row].actions[start : start + len(actions)], actions)
-    done_at = {e.row: at for at, e in enumerate(events) if isinstance(e, BatchDone)}
+    assert got[2][-1][0] + got[2][-1][1] == outcome[2].final_rows < runtime.horizon  # the early stop
+    for piece in pieces:  # a piece is the final chunk's rows
+        np.testing.assert_array_equal(
+            outcome[piece.row].actions[piece.start : piece.start + len(piece.actions)], piece.actions
+        )
+    done_at = {e.row: at for at, e in enumerate(events) if e.done}
     assert sorted(done_at) == [0, 1, 2, 3] and len(events) == len(pieces) + 4
     for row, at in done_at.items():
-        assert events[at].outcome is stream.result[row]
-        assert not any(isinstance(e, BatchPiece) and e.row == row for e in events[at:])
+        assert isinstance(events[at].result, ChunkResult)
+        assert not any(e.row == row for e in events[at + 1 :])
 
 
 def test_an_early_stopped_row_is_done_while_the_other_row_still_runs(runtime):
-    """Its BatchDone comes before the other row's last piece (a server answers it then), as do a refused request's
-    at once and a cancelled row's at the step its hook raised."""
+    """Its done event comes before the other row's last piece (a server answers it then), as do a refused request's
+    at once and a cancelled row's before anything of the step it was cancelled before."""
     early, constant = _requests(runtime)[2], _requests(runtime)[0]
     bad = replace(constant, state=np.zeros(1, np.float32))
-    steps = []
-
-    def cancel_at_second_step(stage: str) -> None:
-        steps.append(stage)
-        if steps.count("step") == 2:
-            raise RuntimeError("superseded")
-
-    hooks = [lambda stage: None, lambda stage: None, lambda stage: None, cancel_at_second_step]
-    stream = runtime.stream_batch([early, constant, bad, constant], hooks)
-    events = [(type(e).__name__, e.row, e.piece.step if isinstance(e, BatchPiece) else None) for e in stream]
-    assert events[0] == ("BatchDone", 2, None)  # refused before the batch ran
-    early_done = events.index(("BatchDone", 0, None))
-    last_piece = max(at for at, e in enumerate(events) if e[:2] == ("BatchPiece", 1))
+    asked, cancelled = _cancel_row_at_pass(3, calls=3)  # before step 1
+    stream = list(runtime.stream([early, constant, bad, constant], cancelled))
+    events = [(e.done, e.row, e.step) for e in stream]
+    outcome = _outcomes(stream)
+    assert events[0] == (True, 2, -1)  # refused before the batch ran
+    early_done = events.index((True, 0, -1))
+    last_piece = max(at for at, e in enumerate(events) if e[:2] == (False, 1))
     assert early_done < last_piece and events[last_piece][2] == STEPS - 1
-    assert stream.result[0].num_steps < STEPS and stream.result[1].num_steps == STEPS
+    assert outcome[0].num_steps < STEPS and outcome[1].num_steps == STEPS
     # the cancelled row is over before step 1 ran, so before anything of step 1 was reported
-    assert events.index(("BatchDone", 3, None)) < min(at for at, e in enumerate(events) if e[2] == 1)
-    assert isinstance(stream.result[3], RuntimeError) and isinstance(stream.result[2], ValueError)
+    assert events.index((True, 3, -1)) < min(at for at, e in enumerate(events) if e[2] == 1)
+    assert isinstance(outcome[3], Cancelled) and isinstance(outcome[2], ValueError) and len(asked) == 3
 
 
-def test_step_and_prefill_times_include_the_stage_hook_and_preprocessing_is_per_request(runtime, monkeypatch):
+def test_step_and_prefill_times_include_the_pace_and_preprocessing_is_per_request(runtime, monkeypatch):
     pause_s = 0.02
     sampler = runtime._sampler
 
@@ -146,7 +159,14 @@ def test_step_and_prefill_times_include_the_stage_hook_and_preprocessing_is_per_
 
     monkeypatch.setattr(runtime, "_sampler", slow_sampler)
     requests = [_requests(runtime)[0], replace(_requests(runtime)[1], prompt="slow")]
-    fast, slow = runtime.run_batch(requests, stage_hook=lambda stage: time.sleep(pause_s))
+    paced: list[int] = []
+
+    def pace(steps: int) -> None:
+        paced.append(steps)
+        time.sleep(pause_s)
+
+    fast, slow = _outcomes(list(runtime.stream(requests, pace=pace))).values()
+    assert paced == [0] + [1] * STEPS  # before the prefill, then before each step (the torch engine: step by step)
     for result in (fast, slow):
         assert result.timing_ms["prefill_ms"] >= pause_s * 1e3
         assert len(result.step_ms) == STEPS and min(result.step_ms) >= pause_s * 1e3
@@ -154,37 +174,37 @@ def test_step_and_prefill_times_include_the_stage_hook_and_preprocessing_is_per_
     assert fast.timing_ms["preprocess_ms"] < slow.timing_ms["preprocess_ms"]  # not the batch's preprocessing
 
 
-def test_a_raising_row_hook_drops_only_that_row_and_the_batch_shrinks(runtime, alone):
+def test_a_cancelled_row_leaves_and_the_batch_shrinks(runtime, alone):
     requests = _requests(runtime)
-    calls, sizes = [], []
+    sizes = []
     engine = runtime.engine
     step = engine.denoise_step
-
-    class Superseded(Exception):
-        pass
-
-    def cancel_second(stage: str) -> None:
-        calls.append(stage)
-        if calls.count("step") == 2:
-            raise Superseded("newer request")
 
     def recording(x, tau, cache):
         sizes.append((x.shape[0], cache.keys.shape[1]))
         return step(x, tau, cache)
 
     engine.denoise_step = recording
+    asked, cancelled = _cancel_row_at_pass(3, calls=3)
     try:
-        hooks = [lambda stage: None, lambda stage: None, lambda stage: None, cancel_second]
-        stages = []
-        results = runtime.run_batch(requests, hooks, stages.append)
+        results = _outcomes(list(runtime.stream(requests, cancelled)))
     finally:
         del engine.denoise_step
-    assert isinstance(results[3], Superseded) and calls == ["prefill", "step", "step"]
+    assert isinstance(results[3], Cancelled) and len(asked) == 3
     for i in range(3):
         _assert_same(results[i], alone[i], requests[i])
     # 4 rows at step 0; the guided row leaves before step 1; the early-stopped row after step 1
     assert [n for n, _ in sizes] == [4, 3, 2, 2] and all(n == rows for n, rows in sizes)
-    assert stages == ["prefill"] + ["step"] * STEPS
+
+
+def test_a_row_cancelled_before_its_batch_never_enters_it(runtime, alone):
+    requests = _requests(runtime)[:2]
+    _, cancelled = _cancel_row_at_pass(0, calls=1)
+    events = list(runtime.stream(requests, cancelled))
+    assert (events[0].row, type(events[0].result)) == (0, Cancelled)
+    assert {e.row for e in events[1:]} == {1}
+    _assert_same(_outcomes(events)[1], alone[1], requests[1])
+    assert _outcomes(events)[1].batch_size == 1
 
 
 def test_rows_with_different_prefix_lengths_each_get_their_chunk_alone(runtime):
@@ -224,13 +244,10 @@ def test_an_engine_that_cannot_shrink_a_batch_keeps_every_row_to_the_end(runtime
     fixed = PolicyRuntime(policy, engine, num_steps=STEPS)
     requests = _requests(fixed)
 
-    def cancel(stage: str) -> None:
-        if stage == "step":
-            raise RuntimeError("gone")
-
-    results = fixed.run_batch(requests, [lambda stage: None] * 3 + [cancel])
+    _, cancelled = _cancel_row_at_pass(3, calls=3)
+    results = _outcomes(list(fixed.stream(requests, cancelled)))
     assert sizes == [(4, 4)] * STEPS  # the early-stopped and the cancelled rows stay in x
-    assert isinstance(results[3], RuntimeError)
+    assert isinstance(results[3], Cancelled)
     for i in range(3):
         _assert_same(results[i], alone[i], requests[i])
 
@@ -250,15 +267,13 @@ def test_a_malformed_request_is_its_outcome_and_the_others_are_served(runtime, a
         runtime.run(bad_state)
 
 
-def test_a_raising_stage_hook_aborts_the_whole_batch(runtime):
-    def abort(stage: str) -> None:
-        if stage == "step":
-            raise RuntimeError("device lost")
+def test_an_engine_failure_ends_the_whole_stream(runtime, monkeypatch):
+    def lost(x, tau, cache):
+        raise RuntimeError("device lost")
 
+    monkeypatch.setattr(runtime.engine, "denoise_step", lost)
     with pytest.raises(RuntimeError, match="device lost"):
-        runtime.run_batch(_requests(runtime)[:2], stage_hook=abort)
-    with pytest.raises(ValueError, match="one hook per request"):
-        runtime.stream_batch(_requests(runtime)[:2], [lambda stage: None])
+        runtime.run_batch(_requests(runtime)[:2])
     assert runtime.run_batch([]) == []
 
 
@@ -281,4 +296,4 @@ def test_onnxruntime_static_batch_is_padded_and_matches_torch(runtime, alone, po
         if request.prefix is not None:
             assert got.actions[: len(request.prefix)].tobytes() == request.prefix.tobytes()
     with pytest.raises(ValueError, match="at most 2"):
-        ort.stream_batch(requests)
+        list(ort.stream(requests))

@@ -3,7 +3,7 @@
 Both ends import it from here (the server never keeps its own copy). See docs/PROTOCOL.md.
 """
 
-from robot_io.protocol.codec import decode, encode
+from robot_io.protocol.codec import check, decode, encode
 from robot_io.protocol.curve import CurveClientKeys, CurveServerKeys, generate_keypair, load_keypair, load_public_key
 from robot_io.protocol.limits import Limits, validate_infer
 from robot_io.protocol.messages import (
@@ -48,6 +48,7 @@ __all__ = [
     "Reset",
     "Stats",
     "bound_socket",
+    "check",
     "decode",
     "encode",
     "generate_keypair",

@@ -95,28 +95,17 @@ MAX_NAME_CHARS = 256 + len(IMAGE_PREFIX)
 MAX_DIM = 2**31 - 1
 
 
-def encode(message: Message, limits: Limits = DEFAULT_LIMITS, validate: bool = True) -> list[bytes | memoryview]:
+def encode(message: Message, limits: Limits = DEFAULT_LIMITS, validate: bool = False) -> list[bytes | memoryview]:
     """Frames to pass to `socket.send_multipart(frames, copy=False)`; arrays are not copied when already
-    C-contiguous little-endian. With `validate`, the frames are decoded once so nothing is sent that the
-    receiver would refuse (raises MessageError naming the bad field)."""
-    mtype = MESSAGE_TYPES.get(type(message))
-    if mtype is None:
-        raise bad_message(f"cannot encode {type(message).__name__}: not a protocol message")
-    body = {key: getattr(message, key) for key in BODY_SCHEMAS[mtype]}
-    if mtype is MessageType.METADATA:
-        body["cameras"] = [{"name": c.name, "height": c.height, "width": c.width} for c in message.cameras]
-    elif mtype is MessageType.ERROR:
-        body["code"] = getattr(message.code, "value", message.code)
+    C-contiguous little-endian. Fields are type-checked here (MessageError); their values and bounds are checked
+    by the receiver's `decode`. With `validate`, the frames are decoded once here too, so nothing is sent that the
+    receiver would refuse (opt-in: it doubles the codec's work per message)."""
+    mtype, body, arrays = _parts(message)
     descriptors, frames = [], []
-    for name, value in _named_arrays(message):
-        if not isinstance(value, np.ndarray):
-            raise bad_value(f"{name}: expected numpy array, got {type(value).__name__}")
-        spec = IMAGE if name.startswith(IMAGE_PREFIX) else ARRAY_FIELDS[mtype][name]
-        if DTYPE_NAMES.get(value.dtype.str) != spec.dtype:
-            raise bad_value(f"{name}: expected dtype {spec.dtype}, got {value.dtype.name}")
+    for name, value in arrays:
         big_endian = value.dtype.str[0] == ">"
         wire = value.astype(value.dtype.newbyteorder("<")) if big_endian else np.ascontiguousarray(value)
-        descriptors.append({"name": name, "dtype": spec.dtype, "shape": list(value.shape)})
+        descriptors.append({"name": name, "dtype": DTYPE_NAMES[value.dtype.str], "shape": list(value.shape)})
         frames.append(_byte_view(wire))
     header = {"v": PROTOCOL_VERSION, "type": mtype.value, "body": body, "arrays": descriptors}
     try:
@@ -127,6 +116,51 @@ def encode(message: Message, limits: Limits = DEFAULT_LIMITS, validate: bool = T
     if validate:
         decode(out, limits)
     return out
+
+
+def check(message: Message, limits: Limits = DEFAULT_LIMITS) -> Message:
+    """The checks `decode` makes, on a message made in this process (no bytes: an in-process client's request):
+    MessageError naming the first field a receiver would refuse; the message as decode would build it."""
+    mtype, body, named = _parts(message)
+    body = check_fields(BODY_NAMES[mtype], _plain_body(body), BODY_SCHEMAS[mtype], limits)
+    receivable = _receivable(mtype, limits)
+    arrays: dict[str, np.ndarray] = {}
+    for name, value in named:
+        bounds = receivable.image if name.startswith(IMAGE_PREFIX) else receivable.fields.get(name)
+        if bounds is None:
+            raise bad_message(f"{mtype.value}: unexpected array {name!r}")
+        if value.nbytes > limits.max_frame_bytes:
+            raise bad_message(f"{name}: {value.nbytes} bytes exceed the limit {limits.max_frame_bytes}")
+        _check_bounds(name, DTYPE_NAMES[value.dtype.str], value.shape, bounds)
+        if value.dtype.kind == "f" and not _all_finite(value):
+            raise bad_value(f"{name}: contains NaN or inf")
+        arrays[name] = value
+    return _build(mtype, body, arrays, limits)
+
+
+def _parts(message: Message) -> tuple[MessageType, dict, list[tuple[str, np.ndarray]]]:
+    """A message's type, header body and named arrays (their types and dtypes checked: MessageError)."""
+    mtype = MESSAGE_TYPES.get(type(message))
+    if mtype is None:
+        raise bad_message(f"cannot encode {type(message).__name__}: not a protocol message")
+    body = {key: getattr(message, key) for key in BODY_SCHEMAS[mtype]}
+    if mtype is MessageType.METADATA:
+        body["cameras"] = [{"name": c.name, "height": c.height, "width": c.width} for c in message.cameras]
+    elif mtype is MessageType.ERROR:
+        body["code"] = getattr(message.code, "value", message.code)
+    arrays = _named_arrays(message)
+    for name, value in arrays:
+        if not isinstance(value, np.ndarray):
+            raise bad_value(f"{name}: expected numpy array, got {type(value).__name__}")
+        spec = IMAGE if name.startswith(IMAGE_PREFIX) else ARRAY_FIELDS[mtype][name]
+        if DTYPE_NAMES.get(value.dtype.str) != spec.dtype:
+            raise bad_value(f"{name}: expected dtype {spec.dtype}, got {value.dtype.name}")
+    return mtype, body, arrays
+
+
+def _plain_body(body: dict) -> dict:
+    """The body as the receiver's msgpack would see it (numpy scalars as Python ones)."""
+    return {key: value.item() if isinstance(value, np.generic) else value for key, value in body.items()}
 
 
 def decode(frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> Message:

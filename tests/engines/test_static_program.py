@@ -85,7 +85,7 @@ def test_a_chunk_is_one_span_per_report(policy):
     runtime.run(constant)
     assert seen == [STEPS]
     seen.clear()
-    pieces = list(runtime.stream(horizon_aware))
+    pieces = list(runtime.stream([horizon_aware]))
     assert seen == [1, STEPS - 1]
     assert pieces[0].step == 0 and pieces[0].start == len(PREFIX)  # streamed after the first span alone
 

@@ -22,6 +22,7 @@ from robot_io.protocol import (
     Ping,
     Reset,
     Stats,
+    check,
     decode,
     encode,
     validate_infer,
@@ -122,11 +123,11 @@ def test_received_float_arrays_are_checked_for_nan_and_inf():
     for bad in (np.nan, np.inf, -np.inf):
         chunk = np.ones((10, 3), np.float32)
         chunk[9, 2] = bad
-        frames = encode(Actions(1, 0, chunk, True, 10, 4), validate=False)
+        frames = encode(Actions(1, 0, chunk, True, 10, 4))
         assert_refused(frames, ErrorCode.BAD_VALUE, "actions: contains NaN or inf")
         guidance = np.ones((5, 3), np.float32)
         guidance[0, 0] = bad
-        assert_refused(encode(make_infer(guidance=guidance), validate=False), ErrorCode.BAD_VALUE, "guidance: contains")
+        assert_refused(encode(make_infer(guidance=guidance)), ErrorCode.BAD_VALUE, "guidance: contains")
 
 
 def test_array_bounds_follow_the_receivers_limits():
@@ -212,9 +213,14 @@ def test_missing_body_field_is_refused():
         ({"images": {f"c{i}": np.zeros((1, 1, 3), np.uint8) for i in range(17)}}, "0..16 images"),
     ],
 )
-def test_bad_arrays_are_refused_at_the_sender(overrides, match):
+def test_bad_arrays_are_refused_on_receipt_at_a_validating_sender_and_in_process(overrides, match):
+    message = make_infer(**overrides)
     with pytest.raises(MessageError, match=match):
-        encode(make_infer(**overrides))
+        decode(encode(message))  # a type error raises from encode itself
+    with pytest.raises(MessageError, match=match):
+        encode(message, validate=True)
+    with pytest.raises(MessageError, match=match):
+        check(message)  # an in-process client's request, never encoded
 
 
 def test_descriptor_must_match_its_frame():
@@ -253,8 +259,8 @@ FINAL_ROWS = r"final ACTIONS must carry rows \[0, m\) with 1 <= m <= 10"
 def test_actions_ranges_are_checked(start, rows, final, match):
     message = Actions(1, start, np.zeros((rows, 3), np.float32), final, 10, 0)
     with pytest.raises(MessageError, match=match):
-        encode(message)
-    assert_refused(encode(message, validate=False), ErrorCode.BAD_VALUE, match)  # refused on receipt too
+        encode(message, validate=True)
+    assert_refused(encode(message), ErrorCode.BAD_VALUE, match)  # refused on receipt
 
 
 @pytest.mark.parametrize("rows", [1, 7, 10])
@@ -275,9 +281,9 @@ def test_error_code_and_metadata_fields_are_checked():
         "m", [CameraSpec("a", 2, 2), CameraSpec("a", 2, 2)], 4, 3, 10, 30.0, "bf16", "t", 10, "constant", True
     )
     with pytest.raises(MessageError, match="duplicate camera"):
-        encode(bad)
+        check(bad)
     with pytest.raises(MessageError, match="control_rate_hz"):
-        encode(Metadata("m", [], 4, 3, 10, float("nan"), "bf16", "t", 10, "constant", True))
+        check(Metadata("m", [], 4, 3, 10, float("nan"), "bf16", "t", 10, "constant", True))
     with pytest.raises(MessageError, match="not a protocol message"):
         encode("hello")
 

@@ -1,11 +1,10 @@
 """A model-free stand-in for PolicyRuntime inside PolicyServer, driven by the test with events, not wall clock.
 
-`stream_batch` runs a batch of requests as PolicyRuntime.stream_batch does, in STAGES stages: before each stage it
-calls the server's stage hook once and each running row's hook (where a cancel lands: a row whose hook raises is
-dropped, the exception its outcome), then waits until the test lets every running row go on
-(`release(request_id)`); while it waits it calls the row hooks again every few milliseconds, so a cancel still
-ends a row. `started` records the request ids in the order the model thread took them; `wait_started(n)` blocks
-(bounded) until n requests have started.
+`stream` runs a batch of requests as PolicyRuntime.stream does, in STAGES stages: before each stage it calls the
+server's `pace` once and reads `cancelled(row)` for each running row (a cancelled row leaves with Cancelled, at
+once), then waits until the test lets every running row go on (`release(request_id)`); while it waits it reads
+`cancelled` again every few milliseconds, so a cancel still ends a row. `started` records the request ids in the
+order the model thread took them; `wait_started(n)` blocks (bounded) until n requests have started.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import numpy as np
 
 from robot_io.client import PolicyClient
 from robot_io.protocol import Actions, CameraSpec, Error, Infer, Metadata
-from vlash.generator_run import GeneratorRun
+from vlash.runtime.request import Cancelled, RowEvent
 from vlash.server.config import ServerConfig
 from vlash.server.server import PolicyServer
 
@@ -29,32 +28,30 @@ WAIT_S = 10.0  # longest any wait of these helpers lasts; a test fails rather th
 METADATA = Metadata("fake", [CameraSpec("front", 8, 8)], J, J, H, 50.0, "fp32", "fake", STAGES - 1, "constant", False)
 
 
-def fake_batch(runtime: FakeRuntime, ids: list[int], row_hooks, stage_hook) -> Generator[None, None, list]:
-    """The batch of requests `ids` (see the module docstring); yields no pieces, returns each row's outcome."""
+def fake_events(runtime: FakeRuntime, ids: list[int], cancelled, pace) -> Generator[RowEvent, None, None]:
+    """The batch of requests `ids` (see the module docstring): no partial actions, each row's done event."""
     gates = [runtime.gate(request_id) for request_id in ids]
     for request_id in ids:
         runtime.note_started(request_id)
     for request_id in ids:
         if request_id in runtime.raises:
             raise runtime.raises[request_id]
-    outcomes: list = [None] * len(ids)
+    running = list(range(len(ids)))
 
-    def check(stage: str) -> None:
-        for row, hook in enumerate(row_hooks):
-            if outcomes[row] is None:
-                try:
-                    hook(stage)
-                except Exception as exc:  # noqa: BLE001 - the row's outcome, as PolicyRuntime.stream_batch
-                    outcomes[row] = exc
+    def drop_cancelled() -> Generator[RowEvent, None, None]:
+        for row in [row for row in running if cancelled(row)]:
+            running.remove(row)
+            yield RowEvent(row, result=Cancelled("cancelled"))
 
     for stage in range(STAGES):
-        stage_hook("prefill" if stage == 0 else "step")
-        check("prefill" if stage == 0 else "step")
-        while waiting := [gates[row] for row in range(len(ids)) if outcomes[row] is None and not gates[row].is_set()]:
+        if pace is not None:
+            pace(0 if stage == 0 else 1)
+        yield from drop_cancelled()
+        while waiting := [gates[row] for row in running if not gates[row].is_set()]:
             waiting[0].wait(0.005)  # released by the test; meanwhile a cancel drops the row
-            check("step")
-    return [runtime.result(request_id) if out is None else out for request_id, out in zip(ids, outcomes, strict=True)]
-    yield  # a generator, as PolicyRuntime's stream
+            yield from drop_cancelled()
+    for row in running:
+        yield RowEvent(row, result=runtime.result(ids[row]))
 
 
 class FakeRuntime:
@@ -73,9 +70,9 @@ class FakeRuntime:
         self._gates: dict[int, threading.Event] = {}
         self._cond = threading.Condition()
 
-    def stream_batch(self, requests, row_hooks, stage_hook) -> GeneratorRun:
+    def stream(self, requests, cancelled=lambda row: False, pace=None) -> Generator[RowEvent, None, None]:
         ids = [int(r.seed) for r in requests]  # the request id travels as the seed (see fake_infer())
-        return GeneratorRun(fake_batch(self, ids, row_hooks, stage_hook))
+        return fake_events(self, ids, cancelled, pace)
 
     def result(self, request_id: int) -> SimpleNamespace:
         """The finished request: a chunk filled with `output_value(request_id)`."""
@@ -111,7 +108,7 @@ class FakeRuntime:
 
 
 def fake_infer(request_id: int) -> Infer:
-    """A request the fake policy accepts; its id doubles as the seed (how fake_batch knows which request it runs)."""
+    """A request the fake policy accepts; its id doubles as the seed (how fake_events knows which request it runs)."""
     images = {"front": np.zeros((8, 8, 3), np.uint8)}
     return Infer(request_id, request_id, time.time_ns(), "p", images, np.zeros(J, np.float32), seed=request_id)
 

@@ -132,7 +132,7 @@ def test_nan_and_inf_are_refused(dealer, server, field, bad, row):
     }[field]
     value.reshape(-1)[row] = bad
     setattr(infer, field, value)
-    frames = [bytes(f) for f in encode(infer, validate=False)]
+    frames = [bytes(f) for f in encode(infer)]
     assert refused(exchange(dealer, frames), ErrorCode.BAD_VALUE)
 
 

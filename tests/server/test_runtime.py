@@ -35,9 +35,9 @@ def _request(runtime: PolicyRuntime, **kw) -> ChunkRequest:
 
 
 def _stream(runtime: PolicyRuntime, request: ChunkRequest):
-    stream = runtime.stream(request)
-    pieces = list(stream)
-    return pieces, stream.result
+    *pieces, done = runtime.stream([request])
+    assert done.done and not any(piece.done for piece in pieces)
+    return pieces, done.result
 
 
 @pytest.mark.parametrize("schedule", ["constant", "horizon-aware"])

@@ -185,13 +185,13 @@ def test_a_taken_endpoint_is_a_config_error_and_stop_is_idempotent(server, polic
 def test_warm_up_runs_on_the_thread_that_serves(policy_dir):
     runtime = make_runtime(policy_dir)
     threads = []
-    run = runtime.stream_batch
+    run = runtime.stream
 
     def recording(*args, **kwargs):
         threads.append(threading.current_thread().name)
         return run(*args, **kwargs)
 
-    runtime.stream_batch = recording  # warm_up's runtime.run and served batches both go through stream_batch()
+    runtime.stream = recording  # warm_up's runtime.run and served batches both go through stream()
     config = ServerConfig(bind="tcp://127.0.0.1:0", warm_up_runs=2)
     with PolicyServer(runtime, policy_metadata(runtime, "micro", "torch", "fp32"), config) as server:
         assert server.warm_up_s > 0 and len(threads) == 2  # start() returned after the warm-up

@@ -285,17 +285,17 @@ def policy_infer(metadata, request_id: int, seed: int, **kw) -> Infer:
 def hold_first_batch(server, pending: int) -> threading.Event:
     """The server's first batch waits (bounded) until `pending` requests are queued behind it, so they run as one
     batch after it; the returned event is set once the first batch started."""
-    run, started = server.runtime.stream_batch, threading.Event()
+    run, started = server.runtime.stream, threading.Event()
 
-    def held(requests, row_hooks=None, stage_hook=None):
+    def held(requests, cancelled=None, pace=None):
         if not started.is_set():
             started.set()
             deadline = time.monotonic() + WAIT_S
             while len(server.jobs) < pending and time.monotonic() < deadline:
                 time.sleep(0.005)
-        return run(requests, row_hooks, stage_hook)
+        return run(requests, cancelled, pace)
 
-    server.runtime.stream_batch = held
+    server.runtime.stream = held
     return started
 
 

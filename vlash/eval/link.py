@@ -18,6 +18,7 @@ import numpy as np
 
 from robot_io.protocol import Infer
 from vlash.errors import ConfigError
+from vlash.runtime.request import rows_needed
 from vlash.sim.policy_link import PlannedChunk
 
 PREFIX_ROW = -2  # final_at_step of a committed-prefix row (vlash.sampling.PREFIX)
@@ -84,8 +85,6 @@ def sampler_finality(schedule: str, num_steps: int, horizon: int, prefix_len: in
 def oracle_result(actions: np.ndarray, infer: Infer, num_steps: int, default_schedule: str = "constant") -> PlanResult:
     """A PlanResult for a chunk planned without a sampler (the scripted expert): rows final when the sampler the
     request asked for would have finished them."""
-    from vlash.runtime.policy_runtime import rows_needed  # extra: server
-
     h = len(actions)
     c = 0 if infer.prefix is None else len(infer.prefix)
     schedule = infer.schedule or default_schedule

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -57,9 +57,10 @@ class RowDone:
 class StepReport:
     """What one step changed (what `BatchStepper.step` returns)."""
 
-    step: int  # 0-based Euler step
+    step: int  # 0-based Euler step (the next one, for a report of dropped rows alone)
     finals: list[RowFinal]  # rows whose leading final actions grew, in row order
     done: list[RowDone]  # rows that finished at this step, in row order; they left the batch
+    dropped: list[int] = field(default_factory=list)  # rows taken out before this step (vlash.sampling.loop)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,11 @@ class BatchStepper:
             return guided_velocity(velocity_fn, self.x, tau, target, mask, weights[k])
         with torch.no_grad():
             return eval_velocity(velocity_fn, self.x, tau)
+
+    @staticmethod
+    def clock() -> float:
+        """The clock step times are measured on (time.perf_counter)."""
+        return time.perf_counter()
 
     @property
     def guided(self) -> bool:

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from vlash.generator_run import GeneratorRun
 from vlash.sampling.batch import BatchStepper, RowDone, SpanFn
 from vlash.sampling.guidance import GuidanceConfig
+from vlash.sampling.loop import denoise
 from vlash.sampling.plan import SamplingPlan, make_plan
 from vlash.sampling.results import FinalActions, SampleResult
 from vlash.sampling.schedules import Schedule, build_tau_grid_f64
@@ -71,8 +71,44 @@ class SamplerConfig:
             )
 
 
-class SamplingRun(GeneratorRun[FinalActions, SampleResult]):
-    """An in-progress sampling run: iterate it for `FinalActions`, then read `result`."""
+class SamplingRun(Iterator[FinalActions]):
+    """An in-progress sampling run: iterate it for `FinalActions`; once exhausted, `result` holds the SampleResult."""
+
+    def __init__(self, steps: Generator[FinalActions, None, SampleResult]) -> None:
+        self._steps = steps
+        self._result: SampleResult | None = None
+
+    def __iter__(self) -> SamplingRun:
+        return self
+
+    def __next__(self) -> FinalActions:
+        try:
+            return next(self._steps)
+        except StopIteration as stop:
+            self._result = stop.value
+            raise
+
+    @property
+    def done(self) -> bool:
+        """True once every step has run."""
+        return self._result is not None
+
+    @property
+    def result(self) -> SampleResult:
+        """The run's result; RuntimeError while steps remain (iterate it or call `drain`)."""
+        if self._result is None:
+            raise RuntimeError("SamplingRun not finished: iterate it to the end or call drain()")
+        return self._result
+
+    def drain(self) -> SampleResult:
+        """Run the remaining steps, discarding their pieces, and return the result."""
+        for _ in self:
+            pass
+        return self.result
+
+    def close(self) -> None:
+        """Abandon the run (no further steps run)."""
+        self._steps.close()
 
 
 class FlowSampler:
@@ -134,19 +170,6 @@ class FlowSampler:
         plan = self.plan(noise, prefix, guidance_target, guidance_delay)
         return SamplingRun(_steps(plan, velocity_fn, synchronize, shared_time, spans))
 
-    def iter_sample(
-        self,
-        velocity_fn: VelocityFn,
-        noise: Tensor,
-        prefix: Tensor | None = None,
-        guidance_target: Tensor | None = None,
-        guidance_delay: int | None = None,
-        synchronize: Callable[[], object] | None = None,
-        shared_time: bool = False,
-    ) -> SamplingRun:
-        """Alias of `start`: an iterator of `FinalActions` with the result on `.result`."""
-        return self.start(velocity_fn, noise, prefix, guidance_target, guidance_delay, synchronize, shared_time)
-
     def sample(
         self,
         velocity_fn: VelocityFn,
@@ -157,7 +180,7 @@ class FlowSampler:
         synchronize: Callable[[], object] | None = None,
         shared_time: bool = False,
     ) -> SampleResult:
-        """Run all steps (or until the early stop) and return the result; see `start`."""
+        """Run all steps (or until the early stop) and return the result: `start(...).drain()`."""
         run = self.start(velocity_fn, noise, prefix, guidance_target, guidance_delay, synchronize, shared_time)
         return run.drain()
 
@@ -170,25 +193,17 @@ def _steps(
     spans: tuple[SpanFn, str] | None = None,
 ) -> Generator[FinalActions, None, SampleResult]:
     """A plan whose rows share their settings: every step finalizes the same indices of every row, and the rows
-    finish together."""
+    finish together (the denoise loop of vlash.sampling.loop)."""
     sync = synchronize if synchronize is not None else _no_sync
     stepper = BatchStepper(plan, sync, shared_time=shared_time)
     sync()
     t_start = time.perf_counter()
     done: list[RowDone] = []
-    while not stepper.done:
-        if spans is not None and not stepper.guided:
-            run_span, granularity = spans
-            count = stepper.steps_to_next_report() if granularity == "chunk" else 1
-            reports = stepper.step_span(run_span, count)
-        else:
-            reports = [stepper.step(velocity_fn)]
-        elapsed = time.perf_counter() - t_start
-        for report in reports:
-            if report.finals:
-                first, actions = report.finals[0], torch.stack([f.actions for f in report.finals])
-                yield FinalActions(first.start, first.stop, actions, report.step, elapsed)
-            done.extend(report.done)
+    for report in denoise(stepper, velocity_fn, spans):
+        if report.finals:
+            first, actions = report.finals[0], torch.stack([f.actions for f in report.finals])
+            yield FinalActions(first.start, first.stop, actions, report.step, time.perf_counter() - t_start)
+        done.extend(report.done)
     rows = [d.result for d in done]
     actions = torch.cat([r.actions for r in rows])  # a copy: the rows' actions are views of the stepper's x
     first = rows[0]

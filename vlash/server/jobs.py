@@ -32,7 +32,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from robot_io.protocol import Infer
+from robot_io.protocol import Actions, Error, Infer
+from vlash.runtime.request import ChunkRequest
 
 SUPERSEDED = "superseded"  # a newer request of the same client arrived
 RESET = "reset"  # the client sent RESET
@@ -47,20 +48,45 @@ ACTIVE_CLIENT_S = 2.0
 GatherRule = Callable[[float, int], float]
 
 
+# how an in-process client (vlash.server.local_client) gets its replies: as message objects, never encoded
+ReplySink = Callable[[Actions | Error], None]
+
+
 @dataclass(eq=False)
 class Job:
-    """One INFER request of one client, from receipt to its last reply."""
+    """One INFER of one client, from receipt to its last reply: the runtime request made from it once, where it
+    arrived, and what its batch learns about it on the model thread."""
 
-    client: bytes  # ROUTER identity of the client
-    infer: Infer
+    client: bytes  # ROUTER identity of the client (an in-process client's own id)
+    request_id: int  # the INFER's: its replies carry it
+    step_index: int  # the INFER's control step: its replies carry it
+    request: ChunkRequest
+    local: ReplySink | None = None  # an in-process client's replies; None: on the ZeroMQ socket
     received_ns: int = field(default_factory=time.monotonic_ns)
     cancelled: threading.Event = field(default_factory=threading.Event)
     reason: str | None = None  # why it was cancelled (SUPERSEDED, RESET, SHUTDOWN)
+    # on the model thread, in its batch
+    queue_ms: float = 0.0  # receipt -> batch start
+    needed: int = 0  # leading rows of the chunk it asks for (PolicyRuntime.rows_needed)
+    failure: Exception | None = None  # why it cannot go on (its rows do not fit, a partial ACTIONS refused): dropped
+    answered: bool = False  # its last reply went out
+    injected_ms: float = 0.0  # emulated device time spent while it ran (--inject-latency)
+
+    @classmethod
+    def of(cls, client: bytes, infer: Infer, local: ReplySink | None = None, received_ns: int | None = None) -> Job:
+        """The job of `infer` (already validated): its request made here, once."""
+        received = time.monotonic_ns() if received_ns is None else received_ns
+        return cls(client, infer.request_id, infer.step_index, ChunkRequest.from_infer(infer), local, received)
 
     def cancel(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
         self.cancelled.set()
+
+    @property
+    def live(self) -> bool:
+        """Still running in its batch: not answered, not failed, not cancelled."""
+        return not self.answered and self.failure is None and not self.cancelled.is_set()
 
 
 class JobQueue:

@@ -2,10 +2,10 @@
 (`openpi_client.WebsocketClientPolicy`, `ActionChunkBroker`) drive a vlash policy.
 
 A protocol adapter, not a second server: each websocket connection (one thread, websockets' threaded server)
-gets its own `PolicyClient` on the server's inproc endpoint. An observation frame is decoded (openpi_codec),
-mapped onto the policy's cameras, state and prompt (openpi_mapping), sent as an INFER and the final ACTIONS
-are returned in openpi's reply. Validation, newest-request-wins per client, the model, stats and ERRORs stay
-the server's; a refused request reaches the robot as openpi's error reply and never stops the server.
+gets its own `LocalClient` (server.local_client): an observation frame is decoded (openpi_codec), mapped onto the
+policy's cameras, state and prompt (openpi_mapping), submitted to the server in process as an INFER (never encoded)
+and the final ACTIONS are returned in openpi's reply. Validation, newest-request-wins per client, the model, stats
+and ERRORs stay the server's; a refused request reaches the robot as openpi's error reply and never stops the server.
 
 The protocol (openpi's `serving/websocket_policy_server.py`):
 - on connect the server sends one binary frame: metadata (plain msgpack: the policy's Metadata fields);

@@ -8,7 +8,7 @@ socket and are forwarded. A message past the size limits is read part by part an
 (robot_io.protocol.receive), then refused.
 
 Model thread: takes up to `max_batch` pending requests of distinct clients at a time and runs them as one batch
-(PolicyRuntime.stream_batch); while fewer are pending it waits for more only as long as no robot loses a control
+(PolicyRuntime.stream); while fewer are pending it waits for more only as long as no robot loses a control
 step by it (vlash.server.batching).
 
 No input ends a serving thread: an exception while handling one message (socket thread) or one request (model
@@ -30,7 +30,6 @@ from typing import Any
 
 import zmq
 
-from robot_io.client import PolicyClient
 from robot_io.protocol import (
     Error,
     ErrorCode,
@@ -44,6 +43,7 @@ from robot_io.protocol import (
     Reset,
     Stats,
     bound_socket,
+    check,
     decode,
     encode,
     receive,
@@ -54,7 +54,8 @@ from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.batching import BatchGatherer, batch_limit
 from vlash.server.config import ServerConfig
 from vlash.server.curve import CurveServer
-from vlash.server.jobs import BUSY, Job, JobQueue
+from vlash.server.jobs import BUSY, Job, JobQueue, ReplySink
+from vlash.server.local_client import LocalClient
 from vlash.server.requests import check_infer
 from vlash.server.stats import ServerStats
 from vlash.server.worker import InferenceWorker
@@ -88,8 +89,6 @@ class PolicyServer:
         self._failure: BaseException | None = None
         self.endpoint: str | None = None  # the bound endpoint (port resolved), set by start()
         self._context = zmq.Context()
-        # the ROUTER's second endpoint, for in-process clients (protocol adapters: vlash.server.openpi_endpoint)
-        self.inproc_endpoint = f"inproc://vlash-clients-{uuid.uuid4().hex}"
         self._outbox = f"inproc://vlash-outbox-{uuid.uuid4().hex}"
         try:
             self._curve = CurveServer(self._context, self.config.curve_keys, self.config.allow_dir)
@@ -171,11 +170,51 @@ class PolicyServer:
         """Block until stopped (True) or `timeout_s` passes (False)."""
         return self._stop.wait(timeout_s)
 
-    def local_client(self, timeout_s: float = 5.0, name: str = "") -> PolicyClient:
-        """A PolicyClient on `inproc_endpoint` (this server's Context, no CurveZMQ: in-process code is trusted).
-        Its requests take the same path as remote ones. One per thread; close it before `stop()`, which waits
-        for every socket of the Context to close."""
-        return PolicyClient(self.inproc_endpoint, timeout_s, name, limits=self.limits, context=self._context)
+    def local_client(self, timeout_s: float = 5.0, name: str = "") -> LocalClient:
+        """A client in this process (the openpi endpoint's connections): its requests go straight into the queue
+        (`submit`, the path remote ones take after decoding) and its replies come back as message objects, never
+        encoded. One per thread; close it when done."""
+        return LocalClient(self, timeout_s, name)
+
+    # --- what every client does, remote (socket thread) or in process (LocalClient) -----------------------------
+    def hello(self, client: bytes, name: str) -> Metadata:
+        self.stats.client(client)
+        self.stats.count("hellos")
+        log.info("client %s (%s) connected", client.hex(), name[:64])
+        return self.metadata
+
+    def reset(self, client: bytes) -> None:
+        self.jobs.reset(client)
+        self.stats.count("resets")
+
+    def submit(self, client: bytes, infer: Infer, local: ReplySink | None = None) -> list[Error]:
+        """Check and queue one INFER of `client` (`local`: an in-process client's replies); the ERRORs to send it now,
+        counted: its own refusal (BAD_VALUE, BUSY), or DROPPED for the pending request it replaced."""
+        self.stats.client(client)
+        try:
+            if local is not None:  # made in process: the checks a socket request had when it was decoded
+                infer = check(infer, self.limits)
+            check_infer(infer, self.metadata)
+        except MessageError as exc:
+            return [self._refusal(exc.code, exc.detail, infer.request_id)]
+        if self._stop.is_set():
+            return [self._refusal(ErrorCode.BUSY, "server is shutting down", infer.request_id)]
+        job = Job.of(client, infer, local)
+        refusals = []
+        for old in self.jobs.submit(job):
+            if old is job and old.reason == BUSY:  # refused: the queue is full
+                self.stats.count("busy")
+                text = f"server busy: {self.config.max_pending} requests waiting; try again"
+                refusals.append(self._refusal(ErrorCode.BUSY, text, infer.request_id))
+            elif old is job:  # refused: the queue is closed
+                refusals.append(self._refusal(ErrorCode.BUSY, "server is shutting down", infer.request_id))
+            else:
+                refusals.append(self._refusal(ErrorCode.DROPPED, "superseded by a newer request", old.request_id))
+        return refusals
+
+    def _refusal(self, code: ErrorCode, text: str, request_id: int | None) -> Error:
+        self.stats.count("dropped" if code is ErrorCode.DROPPED else "errors")  # counted before the client sees it
+        return Error(code, text[:1000], request_id)
 
     def counters(self) -> dict[str, int | float]:
         return self.stats.snapshot(pending=len(self.jobs))
@@ -197,8 +236,7 @@ class PolicyServer:
             bound_socket(router, self.limits)
             self._curve.configure(router)
             router.bind(self.config.bind)
-            endpoint = router.getsockopt_string(zmq.LAST_ENDPOINT)  # before the inproc bind
-            router.bind(self.inproc_endpoint)
+            endpoint = router.getsockopt_string(zmq.LAST_ENDPOINT)
             pull.bind(self._outbox)
         except zmq.ZMQError as exc:
             router.close(linger=0)
@@ -262,11 +300,10 @@ class PolicyServer:
             log.debug("reply not sent: %s", exc)
 
     def _reply(self, router: zmq.Socket, client: bytes, message: Any) -> None:
-        self._send_frames(router, [client, *encode(message)])
+        self._send_frames(router, [client, *encode(message)])  # the server's own messages
 
     def _error(self, router: zmq.Socket, client: bytes, code: ErrorCode, text: str, request_id: int | None) -> None:
-        self.stats.count("dropped" if code is ErrorCode.DROPPED else "errors")
-        self._reply(router, client, Error(code, text[:1000], request_id))
+        self._reply(router, client, self._refusal(code, text, request_id))
 
     def _handle(self, router: zmq.Socket, client: bytes, frames: list[Any]) -> None:
         try:
@@ -279,38 +316,17 @@ class PolicyServer:
             return
         self.stats.client(client)
         if isinstance(message, Infer):
-            self._infer(router, client, message)
+            for refusal in self.submit(client, message):
+                self._reply(router, client, refusal)
         elif isinstance(message, Hello):
-            self.stats.count("hellos")
-            log.info("client %s (%s) connected", client.hex(), message.client[:64])
-            self._reply(router, client, self.metadata)
+            self._reply(router, client, self.hello(client, message.client))
         elif isinstance(message, Ping):
             self._reply(router, client, Ping(message.sent_ns, time.time_ns()))
         elif isinstance(message, Reset):
-            self.jobs.reset(client)
-            self.stats.count("resets")
+            self.reset(client)
             self._reply(router, client, Reset())
         elif isinstance(message, Stats):
             self._reply(router, client, Stats(self.counters()))
         else:
             kind = type(message).__name__.upper()
             self._error(router, client, ErrorCode.BAD_MESSAGE, f"a client may not send {kind}", None)
-
-    def _infer(self, router: zmq.Socket, client: bytes, infer: Infer) -> None:
-        try:
-            check_infer(infer, self.metadata)
-        except MessageError as exc:
-            self._error(router, client, exc.code, exc.detail, infer.request_id)
-            return
-        if self._stop.is_set():
-            self._error(router, client, ErrorCode.BUSY, "server is shutting down", infer.request_id)
-            return
-        for old in self.jobs.submit(Job(client, infer)):
-            if old.infer is infer and old.reason == BUSY:  # refused: the queue is full
-                self.stats.count("busy")
-                text = f"server busy: {self.config.max_pending} requests waiting; try again"
-                self._error(router, client, ErrorCode.BUSY, text, infer.request_id)
-            elif old.infer is infer:  # refused: the queue is closed
-                self._error(router, client, ErrorCode.BUSY, "server is shutting down", infer.request_id)
-            else:
-                self._error(router, client, ErrorCode.DROPPED, "superseded by a newer request", old.infer.request_id)

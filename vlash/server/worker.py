@@ -1,6 +1,6 @@
 """The model thread: takes batches of jobs from the queue (one job per client, gathered by
-vlash.server.batching), runs each batch through `PolicyRuntime.stream_batch` and hands the replies (encoded
-frames) to the socket thread through an inproc PUSH socket.
+vlash.server.batching), runs each batch through `PolicyRuntime.stream` and answers each job from its row's events:
+encoded frames to the socket thread through an inproc PUSH socket, or message objects to an in-process client.
 
 Each robot of a batch gets its own replies: partial ACTIONS as its rows become final, then its final ACTIONS as soon
 as its request is over (an early-stopped request does not wait for the rest of its batch). Every job (unless reset
@@ -18,45 +18,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import zmq
 
 from robot_io.protocol import Actions, Error, ErrorCode, MessageError, encode
 from vlash.runtime.loading import warm_up
-from vlash.runtime.policy_runtime import BatchDone, ChunkRequest, ChunkResult, PolicyRuntime
+from vlash.runtime.policy_runtime import PolicyRuntime
+from vlash.runtime.request import Cancelled, ChunkResult, RowEvent
 from vlash.server.batching import BatchGatherer
 from vlash.server.failures import MAX_ERROR_CHARS, BadOutput, check_finite, request_error
 from vlash.server.jobs import SUPERSEDED, Job, JobQueue
 from vlash.server.stats import ServerStats
 
 log = logging.getLogger(__name__)
-
-
-class Cancelled(Exception):
-    """Raised inside a running request once its job is cancelled (superseded, reset, shutdown)."""
-
-
-@dataclass(eq=False)
-class Row:
-    """One job of the running batch."""
-
-    job: Job
-    queue_ms: float  # receipt -> batch start
-    request: ChunkRequest = field(init=False)
-    needed: int = 0  # leading rows of the chunk the request asks for (PolicyRuntime.rows_needed)
-    failure: Exception | None = None  # why it cannot go on (cancelled, its partial ACTIONS refused): dropped
-    answered: bool = False  # its last reply went out (at once when dropped, else once its request is over)
-    injected_ms: float = 0.0  # emulated device time (inject_latency_ms) spent while it ran, measured
-
-    def __post_init__(self) -> None:
-        self.request = ChunkRequest.from_infer(self.job.infer)
-
-    @property
-    def live(self) -> bool:
-        """Still running in its batch: not answered (finished, or never entered: its BatchDone came), not failed, not
-        cancelled."""
-        return not self.answered and self.failure is None and not self.job.cancelled.is_set()
 
 
 class InferenceWorker(threading.Thread):
@@ -133,87 +107,73 @@ class InferenceWorker(threading.Thread):
         """Serve one batch. An exception that fails the whole batch (the model, a bug, a reply that cannot be
         built) is INTERNAL to each of its robots, never the end of the thread that serves every client."""
         start_ns = time.monotonic_ns()
-        rows = [Row(job, (start_ns - job.received_ns) / 1e6) for job in jobs]
-        self.stats.batch([row.queue_ms for row in rows])
-        try:
-            outcomes = self._run(rows)
-        except Exception as exc:  # noqa: BLE001 - answered and counted; the next batch is served as usual
-            log.exception("a batch of %d requests failed", len(rows))
-            # a row cancelled before its hook saw it ends as cancelled (DROPPED if superseded), not INTERNAL
-            outcomes = [Cancelled(row.job.reason) if row.job.cancelled.is_set() else exc for row in rows]
-        else:
-            self.gatherer.measured(len(rows), (time.monotonic_ns() - start_ns) / 1e9)
-        for row, outcome in zip(rows, outcomes, strict=True):  # a row whose partial ACTIONS failed ends with that
-            self._answer(row, row.failure or outcome)
-
-    def _run(self, rows: list[Row]) -> list[ChunkResult | Exception]:
-        """Run the batch, sending each robot its partial ACTIONS and its last reply as soon as its row is over (not
-        when the whole batch is); each row's outcome (a result or an exception)."""
-        for row in rows:
+        for job in jobs:
+            job.queue_ms = (start_ns - job.received_ns) / 1e6
             try:  # H, or fewer rows for a horizon-aware request with an execution horizon (the sampler stops early)
-                row.needed = self.runtime.rows_needed(row.request)
-            except ValueError as exc:  # the request does not fit the policy: BAD_VALUE, dropped at its first stage
-                row.failure = exc
-        hooks = [self._row_hook(row) for row in rows]
-        stream = self.runtime.stream_batch([row.request for row in rows], hooks, self._stage_hook(rows))
-        for event in stream:
-            if isinstance(event, BatchDone):  # a row whose partial ACTIONS failed ends with that
-                self._answer(rows[event.row], rows[event.row].failure or event.outcome)
-                continue
-            row, piece = rows[event.row], event.piece
-            if row.failure is None and piece.start + len(piece.actions) < row.needed:  # the final carries the rest
-                elapsed = {"elapsed_ms": (time.monotonic_ns() - row.job.received_ns) / 1e6}
-                try:
-                    self._send(row.job, self._actions(row.job, piece.start, piece.actions, False, elapsed))
-                except BadOutput as exc:  # this robot only: its row is dropped before the next stage
-                    row.failure = exc
-        return stream.result
+                job.needed = self.runtime.rows_needed(job.request)
+            except ValueError as exc:  # the request does not fit the policy: BAD_VALUE, it never enters the batch
+                job.failure = exc
+        self.stats.batch([job.queue_ms for job in jobs])
+        try:
+            for event in self.runtime.stream(
+                [job.request for job in jobs], lambda i: not jobs[i].live, self._pace(jobs)
+            ):
+                self._event(jobs[event.row], event)
+        except Exception as exc:  # noqa: BLE001 - answered and counted; the next batch is served as usual
+            log.exception("a batch of %d requests failed", len(jobs))
+            for job in jobs:  # a job cancelled meanwhile ends as cancelled (DROPPED if superseded), not INTERNAL
+                self._answer(job, Cancelled(job.reason) if job.cancelled.is_set() else exc)
+        else:
+            self.gatherer.measured(len(jobs), (time.monotonic_ns() - start_ns) / 1e9)
 
-    def _stage_hook(self, rows: list[Row]) -> Callable[[str], None]:
-        def hook(stage: str) -> None:
-            """Emulated device time, once per stage of the batch; cut short once no row is left running. Each row
-            running counts what was spent (its reply's `injected_ms`)."""
+    def _event(self, job: Job, event: RowEvent) -> None:
+        """A row's event: its partial ACTIONS (the final one carries the rest), or its last reply."""
+        if event.done:
+            assert event.result is not None
+            self._answer(job, job.failure or event.result)  # a job whose partial ACTIONS failed ends with that
+            return
+        assert event.actions is not None
+        if job.failure is None and event.start + len(event.actions) < job.needed:
+            elapsed = {"elapsed_ms": (time.monotonic_ns() - job.received_ns) / 1e6}
+            try:
+                self._send(job, self._actions(job, event.start, event.actions, False, elapsed))
+            except BadOutput as exc:  # this robot only: its row leaves the batch before the next step
+                job.failure = exc
+
+    def _pace(self, jobs: list[Job]) -> Callable[[int], None] | None:
+        """Emulated device time (--inject-latency): one stage for the prefill, one per denoise step, cut short once
+        no job is left running; each job running counts what was spent (its reply's `injected_ms`)."""
+        if self._stage_s <= 0:
+            return None
+
+        def pace(steps: int) -> None:
             start = time.monotonic()
-            deadline = start + self._stage_s
+            deadline = start + self._stage_s * max(steps, 1)
             while (left := deadline - time.monotonic()) > 0:
-                live = [row for row in rows if row.live]
+                live = [job for job in jobs if job.live]
                 if not live:
                     break
-                live[0].job.cancelled.wait(left)
+                live[0].cancelled.wait(left)
             spent_ms = (time.monotonic() - start) * 1e3
-            for row in rows:
-                row.injected_ms += spent_ms if row.live else 0.0
+            for job in jobs:
+                job.injected_ms += spent_ms if job.live else 0.0
 
-        return hook
+        return pace
 
-    def _row_hook(self, row: Row) -> Callable[[str], None]:
-        def hook(stage: str) -> None:
-            """Drops the row from its batch once it failed or its job was cancelled; its robot is answered now,
-            not when the rest of the batch ends."""
-            if row.failure is None and row.job.cancelled.is_set():
-                row.failure = Cancelled(row.job.reason)
-            if row.failure is not None:
-                self._answer(row, row.failure)
-                raise row.failure
-
-        return hook
-
-    def _answer(self, row: Row, outcome: ChunkResult | Exception) -> None:
+    def _answer(self, job: Job, outcome: ChunkResult | Exception) -> None:
         """The last reply of one robot of the batch, once. An exception that escapes (a bug, a reply that cannot
         be built) is this robot's INTERNAL error, and the other robots are answered as usual."""
-        if row.answered:
+        if job.answered:
             return
-        row.answered = True
-        job = row.job
+        job.answered = True
         try:
-            self._finish(row, outcome)
+            self._finish(job, outcome)
         except Exception as exc:  # noqa: BLE001 - answered and counted
-            log.exception("request %d of client %s failed outside the model", job.infer.request_id, job.client.hex())
+            log.exception("request %d of client %s failed outside the model", job.request_id, job.client.hex())
             self._error(job, ErrorCode.INTERNAL, f"the server failed serving this request: {type(exc).__name__}")
 
-    def _finish(self, row: Row, outcome: ChunkResult | Exception) -> None:
+    def _finish(self, job: Job, outcome: ChunkResult | Exception) -> None:
         """The last reply of one robot: its final ACTIONS or its ERROR (nothing after a reset or shutdown)."""
-        job = row.job
         if isinstance(outcome, Cancelled):
             if job.reason == SUPERSEDED:
                 self._error(job, ErrorCode.DROPPED, "superseded by a newer request of the same client")
@@ -221,51 +181,57 @@ class InferenceWorker(threading.Thread):
         if isinstance(outcome, Exception):
             self._fail(job, outcome)
             return
-        timing = {"queue_ms": row.queue_ms, **outcome.timing_ms}
+        timing = {"queue_ms": job.queue_ms, **outcome.timing_ms}
         timing.update({f"step_{i}_ms": ms for i, ms in enumerate(outcome.step_ms)})
         timing["server_ms"] = (time.monotonic_ns() - job.received_ns) / 1e6
         if self._stage_s > 0:  # of which emulated (--inject-latency): what a slower device would have added
-            timing["injected_ms"] = row.injected_ms
-        first_action_ms = row.queue_ms + outcome.timing_ms["first_action_ms"]
+            timing["injected_ms"] = job.injected_ms
+        first_action_ms = job.queue_ms + outcome.timing_ms["first_action_ms"]
         # rows [0, final_rows): the whole chunk, or the rows an early stop left final (docs/PROTOCOL.md, ACTIONS)
         rows = outcome.actions[: outcome.final_rows]
         try:
-            final = self._encode(self._actions(job, 0, rows, True, timing))  # served only once it encodes
+            final = self._checked(job, self._actions(job, 0, rows, True, timing))  # served only once it can be sent
         except BadOutput as exc:
             self._fail(job, exc)
             return
         self.stats.served(timing["server_ms"], first_action_ms, job.client)  # counted before the client sees it
-        self._send_frames(job, final)
+        self._deliver(job, final)
 
     def _fail(self, job: Job, exc: Exception) -> None:
         """The ERROR for a job that failed with `exc` (a diverged model's BadOutput included: the client holds, its
         next request may well be fine); the server keeps serving."""
         code, text = request_error(exc)
         if code is ErrorCode.INTERNAL:
-            log.error("request %d failed: %s", job.infer.request_id, text)
+            log.error("request %d failed: %s", job.request_id, text)
         self._error(job, code, text)
 
     def _send(self, job: Job, message: Actions | Error) -> None:
-        self._send_frames(job, self._encode(message))
+        self._deliver(job, self._checked(job, message))
 
-    def _send_frames(self, job: Job, frames: list) -> None:
+    def _deliver(self, job: Job, reply: Actions | Error | list) -> None:
+        """A checked reply to its client: the message itself to an in-process client, its frames on the socket."""
+        if job.local is not None:
+            job.local(reply)  # type: ignore[arg-type]
+            return
         assert self._push is not None
-        self._push.send_multipart([job.client, *frames], copy=False)
+        self._push.send_multipart([job.client, *reply], copy=False)  # type: ignore[misc]
 
     @staticmethod
-    def _encode(message: Actions | Error) -> list:
-        """The frames of a reply; BadOutput when the protocol refuses the model's actions (e.g. NaN or inf)."""
+    def _checked(job: Job, message: Actions | Error) -> Actions | Error | list:
+        """What goes to the client: BadOutput when the protocol refuses the model's actions (e.g. NaN or inf); for a
+        client on the socket, the message's frames (encoded once, not decoded again to check them)."""
         if isinstance(message, Actions):
             check_finite(message.actions)
+        if job.local is not None:
+            return message
         try:
             return encode(message)
         except MessageError as exc:
             raise BadOutput(f"the model's chunk cannot be sent: {exc.detail}") from exc
 
     def _actions(self, job: Job, start: int, actions, final: bool, timing: dict[str, float]) -> Actions:
-        infer = job.infer
-        return Actions(infer.request_id, start, actions, final, self.runtime.horizon, infer.step_index, timing)
+        return Actions(job.request_id, start, actions, final, self.runtime.horizon, job.step_index, timing)
 
     def _error(self, job: Job, code: ErrorCode, message: str) -> None:
         self.stats.count("dropped" if code is ErrorCode.DROPPED else "errors")  # counted before the client sees it
-        self._send(job, Error(code, message[:MAX_ERROR_CHARS], job.infer.request_id))
+        self._send(job, Error(code, message[:MAX_ERROR_CHARS], job.request_id))

@@ -40,9 +40,16 @@ def resized_shape(height: int, width: int, target_h: int, target_w: int) -> tupl
     return out
 
 
+def _tensor(images: np.ndarray) -> torch.Tensor:
+    """A torch view of the array; a copy when it is read-only (frames received from a socket), which torch cannot
+    view without a warning."""
+    array = np.ascontiguousarray(images)
+    return torch.from_numpy(array if array.flags.writeable else array.copy())
+
+
 def _as_uint8_bhwc(images: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, bool]:
     """Torch uint8 ``[B, H, W, 3]`` and whether a batch axis was added."""
-    x = torch.from_numpy(np.ascontiguousarray(images)) if isinstance(images, np.ndarray) else images
+    x = _tensor(images) if isinstance(images, np.ndarray) else images
     if not isinstance(x, torch.Tensor):
         raise ImageError(f"expected a numpy array or torch tensor, got {type(images).__name__}")
     if x.dtype != torch.uint8:
