@@ -1,4 +1,4 @@
-"""Action fidelity of a quantized engine vs the fp32 reference (ALGORITHMS.md §5).
+"""Action fidelity of a quantized engine vs the fp32 reference (docs/BENCHMARKS.md, "Quantization fidelity gate").
 
 Both engines sample the same held-out observations with the SAME noise through the same fp32 Euler
 sampler; the chunks are compared in normalized model units on the robot's real action dims.

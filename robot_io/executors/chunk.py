@@ -69,7 +69,7 @@ class RunningChunk:
         return out
 
     def future_state(self, step: int, switch_step: int, state: np.ndarray) -> np.ndarray | None:
-        """The state the robot will be in at `switch_step` if this chunk keeps running from `step` (ALGORITHMS.md §2).
+        """The state the robot will be in at `switch_step` if this chunk keeps running from `step` (METHODS.md "vlash").
 
         Absolute targets: the last command before the switch, actions[index_at(switch_step - 1)] (the last action
         repeated past the end). Relative actions: state + increment_scale * the sum of every index executed in

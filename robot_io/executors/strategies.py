@@ -13,9 +13,9 @@ horizon; q the quantization. Every mode's first request (nothing running) is syn
               than the action (`state_index` locates the action's joints in it), only those entries are rolled
               forward; the others (velocities, forces, ...) keep their observed values
     prefix    same timing as naive; send the committed prefix (the d*q chunk indices executed during the delay,
-              returned bit-exact; training-time RTC, ALGORITHMS.md §4b); switch at k + d running index d*q
+              returned bit-exact; training-time RTC, METHODS.md "prefix"); switch at k + d running index d*q
     rtc       same timing as naive; send the running chunk's leftover as the guidance target of guided
-              inference-time RTC (ALGORITHMS.md §4a; constant schedule); switch at k + d running index d*q
+              inference-time RTC (METHODS.md "rtc"; constant schedule); switch at k + d running index d*q
     faster    prefix + horizon-aware sampling with streamed partial Actions: d is the time until the first new action
               is final (not the whole chunk), so requests launch later; the switch happens as soon as the index it
               needs is final, without waiting for the rest of the chunk. The server stops sampling once the prefix
