@@ -24,8 +24,8 @@ SHORTER = {
     "bench": ["--iters", "1", "--warmup", "0"],
     "eval": ["--episodes", "2", "--workers", "1"],
     "train": ["--steps", "2", "--episodes", "2", "--batch", "4"],
-    "run": ["--duration", "2"],
-    "demo": ["--duration", "2"],
+    "run": ["--duration-s", "2"],
+    "demo": ["--duration-s", "2"],
     "quantize": ["--rollout-episodes", "1"],
 }
 

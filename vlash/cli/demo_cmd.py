@@ -5,7 +5,7 @@ server, side by side, and says how much of each chunk latency was injected.
 
     vlash demo                                   # ~20 s, demo.png
     vlash demo --inject-latency 150              # sync vs vlash vs faster, 20 s each
-    vlash demo --policy pi05-tiny --random-weights --duration 5
+    vlash demo --policy pi05-tiny --random-weights --duration-s 5
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from rich.text import Text
 from robot_io.executors import EXECUTION_MODES
 from robot_io.protocol.errors import RobotIOError
 from robot_io.run_summary import ROWS_NOTE
+from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
 from vlash.cli.cpu_threads import server_threads
 from vlash.cli.preflight import check_output_file
 from vlash.cli.run_cmd import status_line
@@ -34,6 +35,10 @@ SHIPPED = "pi05-tiny-sim"
 COMPARED_MODES = ("sync", "vlash", "faster")
 
 
+DEMO_FLAGS = ConfigFlags(DemoConfig, "task seed rate_hz duration_s execution_horizon")  # vlash.cli.config_flags
+RENAMED = {"--fps": "--rate-hz", "--duration": "--duration-s", "--horizon": "--execution-horizon"}
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="serve the shipped policy and drive the simulated arm through it, with a plot")
     src = p.add_mutually_exclusive_group()
@@ -41,18 +46,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      "--random-weights")  # fmt: skip
     src.add_argument("--checkpoint", type=Path, default=None, help="policy directory")
     p.add_argument("--random-weights", action="store_true", help="--policy names a preset: random weights")
-    p.add_argument("--task", default="reach", help="simulated task (reach, track, whack, intercept)")
-    p.add_argument("--duration", type=float, default=20.0, help="seconds per mode")
-    p.add_argument("--fps", type=float, default=30.0, help="control rate [Hz]")
+    DEMO_FLAGS.add_to(p)
     p.add_argument("--inject-latency", type=float, default=0.0, metavar="MS", help="extra server ms per inference")
     p.add_argument("--modes", default=None, help=f"comma-separated modes ({', '.join(EXECUTION_MODES)}); default: "
                    f"vlash, or {','.join(COMPARED_MODES)} with --inject-latency")  # fmt: skip
-    p.add_argument("--horizon", type=int, default=20, help="s: control steps of a chunk before the next takes over")
-    p.add_argument("--seed", type=int, default=0, help="first episode seed")
     p.add_argument("--threads", type=int, default=None, help="server torch threads (default: all cores but one)")
     p.add_argument("--steps", type=int, default=None, help="denoise steps (default: the policy's)")
     p.add_argument("--device", default="cpu", help="server device (cpu, cuda, auto)")
     p.add_argument("--plot", type=Path, default=Path("demo.png"), help="PNG to write")
+    add_renamed_flags(p, RENAMED)
 
 
 def parse_modes(args: argparse.Namespace) -> list[str]:
@@ -91,11 +93,7 @@ def serve_args(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     modes = parse_modes(args)
-    try:
-        config = DemoConfig(task=args.task, seed=args.seed, rate_hz=args.fps, duration_s=args.duration,
-                            execution_horizon=args.horizon)  # fmt: skip
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    config = DEMO_FLAGS.build(args)
     check_output_file(args.plot, "--plot")  # written at the end: a directory in its way is said now
     console = Console()
     server_args = serve_args(args)
@@ -103,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     with ServerProcess(server_args) as server:
         endpoint = server.start()
         console.print(server.banner, soft_wrap=True)
-        console.print(f"driving sim:{args.task} at {args.fps:g} Hz, {args.duration:g} s per mode: {', '.join(modes)}")
+        console.print(f"driving sim:{config.task} at {config.rate_hz:g} Hz, {config.duration_s:g} s per mode: "
+                      f"{', '.join(modes)}")  # fmt: skip
         try:
             with Live(Text("connecting..."), console=console, transient=True, refresh_per_second=8) as live:
 
@@ -114,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         except RobotIOError as exc:
             raise ConfigError(f"{type(exc).__name__}: {exc}") from None
     latency = f", +{args.inject_latency:g} ms injected" if args.inject_latency else ""
-    title = f"vlash demo: sim:{args.task} at {args.fps:g} Hz{latency}"
+    title = f"vlash demo: sim:{config.task} at {config.rate_hz:g} Hz{latency}"
     console.print(summary_table(results, title))
     console.print(ROWS_NOTE, soft_wrap=True)
     if args.inject_latency:
