@@ -115,7 +115,7 @@ ECHO_RESULT = SimpleNamespace(
 
 def echo_batch(count: int, stage_hook) -> Generator[None, None, list]:
     """A batch of `count` requests that is done at once: no partial pieces, every row's result CHUNK."""
-    stage_hook("prefill")  # the server's emulated device time (none here: --inject-latency is 0)
+    stage_hook("prefill")  # the server's emulated device time (none here: --inject-latency-ms is 0)
     return [ECHO_RESULT] * count
     yield  # a generator, as PolicyRuntime.stream_batch's
 

@@ -19,7 +19,7 @@ def test_demo_compares_modes_side_by_side_and_writes_the_plot(tmp_path, capsys):
     png = tmp_path / "out" / "demo.png"
     # 2 s per mode: with 1 s, sync ran a single chunk once in a clean-clone run on a slow VM
     argv = ["demo", "--checkpoint", str(policy), "--duration-s", "2", "--modes", "sync,faster", "--steps", "4",
-            "--inject-latency", "30", "--threads", "1", "--plot", str(png)]  # fmt: skip
+            "--inject-latency-ms", "30", "--threads", "1", "--plot", str(png)]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "serving on tcp://127.0.0.1:" in out and "+30 ms" in out

@@ -214,11 +214,11 @@ def build_config(cls: type[T], values: Mapping[str, Any], flags: Mapping[str, st
 
 def flag_message(message: str, cls: type, flags: Mapping[str, str]) -> str:
     """`message` (a config's error or comment) with each field of `flags` named as its flag: `Class.field`
-    anywhere (the config's own, or one it builds of the same name), a snake_case field as a word anywhere, a
-    one-word field at the start."""
+    anywhere (the config's own, or another `...Config`'s field of the same name: one it builds), a snake_case field
+    as a word anywhere, a one-word field at the start."""
     text = re.sub(rf"^{cls.__name__}: ", "", message)
     for name, flag in flags.items():
-        text = re.sub(rf"\b[A-Z]\w*\.{name}\b", flag, text)  # Class.field: this config's, or one it builds
+        text = re.sub(rf"\b(?:{cls.__name__}|\w+Config)\.{name}\b", flag, text)  # this config's, or one it builds
         pattern = rf"(?<![\w./-]){name}(?![\w/-])" if "_" in name else rf"^{name}\b"
         text = re.sub(pattern, flag, text)
     return text
