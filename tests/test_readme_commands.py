@@ -23,7 +23,7 @@ SECTION = "## Commands"
 SHORTER = {
     "bench": ["--iters", "1", "--warmup", "0"],
     "eval": ["--episodes", "2", "--workers", "1"],
-    "train": ["--steps", "2", "--episodes", "2", "--batch", "4"],
+    "train": ["--steps", "2", "--episodes-per-task", "2", "--batch-size", "4"],
     "run": ["--duration-s", "2"],
     "demo": ["--duration-s", "2"],
     "quantize": ["--rollout-episodes", "1"],

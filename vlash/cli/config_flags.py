@@ -186,7 +186,7 @@ class ConfigFlags(Generic[T]):
 
     def help(self, name: str, default: Any) -> str:
         """The field's comment with its fields named as flags, then its note."""
-        text = flag_message(field_comments(self.cls).get(name, ""), self.cls, self.flags())
+        text = flag_message(field_comments(self.cls).get(name, ""), self.cls, self.flags(), at_start=False)
         note = self.notes.get(name, "").replace("{default}", default_text(default))
         return " ".join(part for part in (text, note) if part).replace("%", "%%")
 
@@ -212,13 +212,16 @@ def build_config(cls: type[T], values: Mapping[str, Any], flags: Mapping[str, st
         raise ConfigError(flag_message(str(exc), cls, flags)) from None
 
 
-def flag_message(message: str, cls: type, flags: Mapping[str, str]) -> str:
+def flag_message(message: str, cls: type, flags: Mapping[str, str], at_start: bool = True) -> str:
     """`message` (a config's error or comment) with each field of `flags` named as its flag: `Class.field`
-    anywhere (the config's own, or another `...Config`'s field of the same name: one it builds), a snake_case field
-    as a word anywhere, a one-word field at the start."""
+    anywhere (the config's own, or another `...Config`'s field of the same name: one it builds), a snake_case or
+    `quoted` field anywhere, and with `at_start` a one-word field that starts the message (an error's subject)."""
     text = re.sub(rf"^{cls.__name__}: ", "", message)
     for name, flag in flags.items():
         text = re.sub(rf"\b(?:{cls.__name__}|\w+Config)\.{name}\b", flag, text)  # this config's, or one it builds
-        pattern = rf"(?<![\w./-]){name}(?![\w/-])" if "_" in name else rf"^{name}\b"
-        text = re.sub(pattern, flag, text)
+        text = text.replace(f"`{name}`", f"`{flag}`")
+        if "_" in name:
+            text = re.sub(rf"(?<![\w./-]){name}(?![\w/-])", flag, text)
+        elif at_start:
+            text = re.sub(rf"^{name}\b", flag, text)
     return text
