@@ -43,8 +43,12 @@ def dataclass_from_mapping(cls: type[T], doc: Any, source: str, what: str, error
 def field_comments(cls: type) -> dict[str, str]:
     """Each field's `# comment` in `cls`'s source (the house style: one per field), as one line of text: the
     comment block right above the field and the comment at the end of its line, joined. Section headers (`# ---`)
-    and lint pragmas (`# fmt: skip`, `# noqa`) are left out; a field without a comment is absent."""
-    source = textwrap.dedent(inspect.getsource(cls))
+    and lint pragmas (`# fmt: skip`, `# noqa`) are left out; a field without a comment is absent, and so is every
+    field of a class whose source is not installed (only its .pyc)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
     lines = source.splitlines()
     comments = {
         token.start[0]: _comment_text(token.string)
@@ -66,8 +70,10 @@ def field_comments(cls: type) -> dict[str, str]:
     return found
 
 
+PRAGMA = r"(fmt: ?\w+|noqa\b.*|type: ?ignore.*)"  # a comment for a tool, not a reader
+
+
 def _comment_text(comment: str) -> str:
-    text = comment.lstrip("#").strip()
-    if text.startswith("---") or re.fullmatch(r"(fmt: ?\w+|noqa\b.*|type: ?ignore.*)", text):
-        return ""
-    return text
+    """The text of one `# comment` token, without a trailing pragma; "" for a section header or a pragma alone."""
+    text = re.sub(rf"\s*#\s*{PRAGMA}$", "", comment).lstrip("#").strip()
+    return "" if text.startswith("---") or re.fullmatch(PRAGMA, text) else text

@@ -168,7 +168,7 @@ class ConfigFlags(Generic[T]):
         for name, field in self.fields.items():
             self._add(parser, name, field)
 
-    def _add(self, parser, name: str, field: Field) -> None:
+    def _add(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup, name: str, field: Field) -> None:
         kind, default, flag = flag_type(self.cls, field), field_default(field), self.flag(name)
         help_text = self.help(name, default)
         dest = self.dest(name)
