@@ -25,7 +25,7 @@ class Example:
     # the largest batch; 1: one at a time
     max_batch: int = 8
     mode: Literal["fast", "slow"] = "fast"  # how to run
-    delays: tuple[int, ...] = (0, 2, 4)  # inference delays d
+    delays: tuple[int, ...] = (0, 2, 4)  # inference delays d  # fmt: skip
     out: Path | None = None  # where to write
     augment: bool = True  # future-state offsets
     compile: bool = False  # torch.compile the forward
@@ -57,9 +57,9 @@ def parse(*argv: str) -> argparse.Namespace:
 def test_the_comments_of_the_fields_are_read_from_the_source():
     comments = field_comments(Example)
     assert comments["rate_hz"] == "control rate" and comments["max_batch"] == "the largest batch; 1: one at a time"
-    assert (
-        "name" not in comments and "no_comment" not in comments
-    )  # a lint pragma alone is no comment and "section header" not in " ".join(comments.values())
+    assert "name" not in comments and "no_comment" not in comments  # a lint pragma alone is no comment
+    assert comments["delays"] == "inference delays d"  # nor is one after the comment
+    assert "section header" not in " ".join(comments.values())
 
 
 def test_a_flag_is_named_typed_and_defaulted_by_its_field():
