@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mode", default="vlash", help="chunk execution mode: sync, naive, vlash, prefix, rtc, faster, ensemble"
     )
-    parser.add_argument("--duration", type=float, default=10.0, help="run length [s]")
+    parser.add_argument("--duration-s", type=float, default=10.0, help="run length [s]")
     parser.add_argument("--max-step", type=float, default=0.05, help="largest joint change per tick (rad)")
     args = parser.parse_args(argv)
 
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         with PolicyClient(args.server, timeout_s=10.0, client_name="examples/custom_robot") as client:
             cameras = {c.name: None for c in client.connect().cameras} | parse_camera_map(args.camera)
             executor = ExecutorConfig(mode=args.mode, execution_horizon=10)
-            config = RunConfig(executor, duration_s=args.duration, max_step=args.max_step, camera_map=cameras)
+            config = RunConfig(executor, duration_s=args.duration_s, max_step=args.max_step, camera_map=cameras)
             result = run_robot(robot, client, config)
     except (RobotIOError, ValueError) as exc:  # no server, dims or cameras that do not fit the policy
         print(f"custom_robot: error: {exc}", file=sys.stderr)

@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mode", default="vlash", help="chunk execution mode: sync, naive, vlash, prefix, rtc, faster, ensemble"
     )
-    parser.add_argument("--fps", type=float, default=30.0, help="control rate [Hz]")
-    parser.add_argument("--duration", type=float, default=20.0, help="run length [s]")
+    parser.add_argument("--rate-hz", type=float, default=30.0, help="control rate [Hz]")
+    parser.add_argument("--duration-s", type=float, default=20.0, help="run length [s]")
     parser.add_argument("--max-step", type=float, default=5.0, help="largest joint change per tick (degrees)")
     parser.add_argument("--prompt", default="", help="task instruction")
     args = parser.parse_args(argv)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         robot = make_lerobot_robot(args.type, robot_fields(args))
         executor = ExecutorConfig(mode=args.mode, execution_horizon=10, prompt=args.prompt)
-        config = RunConfig(executor, rate_hz=args.fps, duration_s=args.duration, max_step=args.max_step,
+        config = RunConfig(executor, rate_hz=args.rate_hz, duration_s=args.duration_s, max_step=args.max_step,
                            camera_map=parse_camera_map(args.camera))  # fmt: skip
         with PolicyClient(args.server, timeout_s=10.0, client_name=f"examples/lerobot_arm:{args.type}") as client:
             result = run_robot(robot, client, config)

@@ -13,7 +13,7 @@ from robot_io.executors.images import resolve_camera_map
 from robot_io.protocol import Metadata
 from robot_io.protocol.errors import ShapeError
 from robot_io.robots.base import Robot, action_dim, action_state_index, robot_cameras, state_dim
-from robot_io.safety import SafetyConfig
+from robot_io.safety import FALLBACKS, Fallback, SafetyConfig
 
 
 @dataclass(frozen=True)
@@ -21,9 +21,9 @@ class RunConfig:
     """What to run and for how long."""
 
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # mode, s, q, d0
-    rate_hz: float = 30.0  # control rate
-    duration_s: float = 10.0  # run length (schedule time)
-    on_missing: str = "hold"  # watchdog fallback: "hold" the last command or "stop" at the measured position
+    rate_hz: float = 30.0  # control rate [Hz]
+    duration_s: float = 20.0  # run length [s] (schedule time)
+    on_missing: Fallback = "hold"  # watchdog fallback: hold the last command, or stop where measured
     max_step: float | None = None  # largest joint change per tick; None: no limit
     status_every_s: float = 0.25  # how often the status callback is called
     # policy camera -> robot camera, None: left out on purpose (masked); cameras named alike need no entry
@@ -40,6 +40,8 @@ class RunConfig:
         if self.duration_s * self.rate_hz < 0.5:  # the loop runs round(duration * rate) ticks
             raise ValueError(f"RunConfig.duration_s {self.duration_s} s is shorter than one control period at "
                              f"{self.rate_hz:g} Hz: no tick would run")  # fmt: skip
+        if self.on_missing not in FALLBACKS:
+            raise ValueError(f"RunConfig.on_missing must be one of {FALLBACKS}, got {self.on_missing!r}")
         if self.max_step is not None and not (math.isfinite(self.max_step) and self.max_step > 0):
             raise ValueError(f"RunConfig.max_step must be > 0 or None, got {self.max_step}")
         if not (isinstance(self.trace_ticks, int) and self.trace_ticks >= 0):

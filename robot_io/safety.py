@@ -30,13 +30,15 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
 from robot_io.control.clock import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
-FALLBACKS = ("hold", "stop")
+Fallback = Literal["hold", "stop"]  # what the watchdog commands when no valid action is due
+FALLBACKS: tuple[str, ...] = get_args(Fallback)
 RELATIVE_HOLD = {"delta": "increments", "velocity": "velocity"}  # what the hold of a relative action commands
 
 
@@ -47,7 +49,7 @@ class SafetyConfig:
     joint_low: tuple[float, ...] | None = None  # per-entry lower limit of the action (robot units); None: unlimited
     joint_high: tuple[float, ...] | None = None  # per-entry upper limit of the action
     max_step: float | None = None  # largest change of any joint per tick (robot units); None: unlimited
-    on_missing: str = "hold"  # "hold" the last command or "stop" at the measured position
+    on_missing: Fallback = "hold"  # "hold" the last command or "stop" at the measured position
     action_kind: str = "absolute"  # "absolute" targets, "delta" increments or "velocity" rates
     log_every: int = 100  # log every n-th fallback after the first
 

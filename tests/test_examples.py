@@ -49,7 +49,7 @@ def test_the_robot_examples_run_as_their_docstrings_say(name):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FAKE_LEROBOT), str(ROOT)])}
     try:
         for argv in commands[1:]:
-            argv = [sys.executable, *argv[1:], "--duration", "2"]
+            argv = [sys.executable, *argv[1:], "--duration-s", "2"]
             argv[argv.index("--server") + 1] = server.endpoint
             done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, f"{shlex.join(argv)}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"

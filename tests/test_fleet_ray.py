@@ -242,8 +242,8 @@ def test_vlash_serve_keeps_the_fleet_flags_and_the_zeromq_flags_apart():
     from vlash.cli.main import parse_args
 
     preset = ["serve", "--policy", "pi05-tiny", "--random-weights"]
-    with pytest.raises(ConfigError, match="--replicas configure a Ray Serve fleet: add --ray"):
-        serve_cmd.check_args(parse_args([*preset, "--replicas", "2"]))
+    with pytest.raises(ConfigError, match="--num-replicas configure a Ray Serve fleet: add --ray"):
+        serve_cmd.check_args(parse_args([*preset, "--num-replicas", "2"]))
     with pytest.raises(ConfigError, match="--bind, --threads configure the ZeroMQ server"):
         serve_cmd.run(parse_args([*preset, "--ray", "--bind", "tcp://127.0.0.1:6000", "--threads", "2"]))
     with pytest.raises(ConfigError, match="needs a fixed port"):
@@ -292,7 +292,7 @@ def test_vlash_serve_ray_passes_device_auto_on_to_the_fleet(monkeypatch, capsys)
 
     monkeypatch.setattr(fleet_app_module, "serve_fleet", serve_fleet)
     preset = ["serve", "--ray", "--policy", "pi05-tiny", "--random-weights", "--openpi-port", str(_free_port())]
-    for flags in ([], ["--device", "cpu"], ["--device", "cuda"], ["--replica-gpus", "0"]):
+    for flags in ([], ["--device", "cpu"], ["--device", "cuda"], ["--num-gpus", "0"]):
         assert serve_cmd.run(parse_args([*preset, *flags])) == 0
     (auto, auto_gpus), (cpu, cpu_auto), (cuda, cuda_auto), (none, none_auto) = calls
     assert auto_gpus and (auto.device, auto.num_gpus) == ("cpu", 0.0)  # decided once Ray is up
@@ -353,7 +353,7 @@ def fleet(policy_dir) -> Iterator[str]:
     a replica: a replica killed while it reports requests ongoing has them in flight."""
     config = FleetConfig(
         checkpoint=str(policy_dir),
-        num_steps=STEPS,
+        steps=STEPS,
         num_replicas=2,
         num_cpus=0,
         ingress_num_cpus=0,

@@ -23,9 +23,9 @@ SECTION = "## Commands"
 SHORTER = {
     "bench": ["--iters", "1", "--warmup", "0"],
     "eval": ["--episodes", "2", "--workers", "1"],
-    "train": ["--steps", "2", "--episodes", "2", "--batch", "4"],
-    "run": ["--duration", "2"],
-    "demo": ["--duration", "2"],
+    "train": ["--steps", "2", "--episodes-per-task", "2", "--batch-size", "4"],
+    "run": ["--duration-s", "2"],
+    "demo": ["--duration-s", "2"],
     "quantize": ["--rollout-episodes", "1"],
 }
 

@@ -1,7 +1,7 @@
 """The README's "Serve your own pi0.5" commands, run as written, in a folder where the paths they name hold tiny
 random-weight checkpoints of each layout: a LeRobot 0.6.1 SO-101 fine-tune, an openpi PyTorch checkpoint and an
 openpi JAX checkpoint (openpi's own tiny parameters). What the test adds: `--model-config` for those sizes, a
-loopback port for each server (`--openpi-port 0`), the live endpoint for `vlash run --server`, `--duration 2`,
+loopback port for each server (`--openpi-port 0`), the live endpoint for `vlash run --server`, `--duration-s 2`,
 and a fake `lerobot` package for the SO-101 arm. A renamed flag or a broken step fails here."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _round_trip(endpoint: str) -> np.ndarray:
 
 
 def _run_robot(argv: list[str], endpoint: str, cwd: Path) -> str:
-    argv = [*_set(argv, "--server", endpoint), "--duration", "2"]
+    argv = [*_set(argv, "--server", endpoint), "--duration-s", "2"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FAKE_LEROBOT), str(ROOT)])}
     cmd = [sys.executable, "-m", "vlash.cli.main", *argv[1:]]
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=180)

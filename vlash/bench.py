@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vlash.bench_settings import BenchSettings
 from vlash.devices import DeviceProfile, model_floors
 from vlash.engines import create_engine
 from vlash.engines.base import Engine
-from vlash.errors import ConfigError
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.examples import random_inputs
 from vlash.policies.pi05.weights import build_random
@@ -33,22 +33,6 @@ from vlash.runtime.loading import check_gate
 from vlash.sampling import FlowSampler, SamplerConfig
 
 METRICS = ("prefill_ms", "step_ms", "ttfa_ms", "chunk_ms")
-
-
-@dataclass(frozen=True)
-class BenchSettings:
-    schedule: str = "constant"  # "constant" or "horizon-aware"
-    steps: int = 10  # Euler steps per chunk
-    iters: int = 20  # timed runs
-    warmup: int = 3  # untimed runs before timing
-    batch: int = 1  # observations per call
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "iters", "batch"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"bench {name} must be >= 1, got {getattr(self, name)}")
-        if self.warmup < 0:
-            raise ConfigError(f"bench warmup must be >= 0, got {self.warmup}")
 
 
 @dataclass

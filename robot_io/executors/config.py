@@ -4,36 +4,42 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from robot_io.protocol.errors import ShapeError
 
-EXECUTION_MODES = ("sync", "naive", "vlash", "prefix", "rtc", "faster", "ensemble")
+# The values of the str fields below (a Literal each, so that `vlash run --help` can list them too)
+ExecutionMode = Literal["sync", "naive", "vlash", "prefix", "rtc", "faster", "ensemble"]
+EXECUTION_MODES: tuple[str, ...] = get_args(ExecutionMode)
 # how the robot applies an action: "absolute" targets (joint positions), "delta" increments of the state per chunk
 # index, or "velocity" rates per second (the state advances by velocity * period per index)
-ACTION_KINDS = ("absolute", "delta", "velocity")
-STATE_SOURCES = ("observed", "commanded")
+ActionKind = Literal["absolute", "delta", "velocity"]
+ACTION_KINDS: tuple[str, ...] = get_args(ActionKind)
+StateSource = Literal["observed", "commanded"]
+STATE_SOURCES: tuple[str, ...] = get_args(StateSource)
 # what the executor does once the link counts as lost (no reply for link_timeout_s while one is owed):
 # "finish-chunk" keeps executing the running chunk until it runs out (right when the server is only slow),
 # "hold" stops it at once, so the watchdog holds within one period (robots that must not move unsupervised)
-LINK_LOSS_POLICIES = ("finish-chunk", "hold")
+LinkLossPolicy = Literal["finish-chunk", "hold"]
+LINK_LOSS_POLICIES: tuple[str, ...] = get_args(LinkLossPolicy)
 
 
 @dataclass(frozen=True)
 class ExecutorConfig:
     """How chunks are requested and handed over. Steps are control steps; s and d as in ALGORITHMS.md §2-4."""
 
-    mode: str = "vlash"  # one of EXECUTION_MODES
+    mode: ExecutionMode = "vlash"  # chunk execution mode (docs/METHODS.md, "Execution modes")
     execution_horizon: int = 10  # s: control steps of a chunk that run before the next one takes over
     quantization: int = 1  # q: execute every q-th chunk action (the chunk index advances q per step)
     initial_delay: int = 3  # d0: delay in control steps used until request latencies are measured
     delay_window: int = 20  # request latencies kept for the online delay estimate
     delay_percentile: float = 95.0  # d = ceil(this percentile of recent latencies / period)
-    adapt_delay: bool = True  # False: keep d = initial_delay (reproducible runs, tests)
-    action_kind: str = "absolute"  # one of ACTION_KINDS
+    adapt_delay: bool = True  # measure d from request latencies (off: d stays initial_delay: reproducible runs, tests)
+    action_kind: ActionKind = "absolute"  # how the robot applies an action (ACTION_KINDS)
     # the state sent by modes that do not roll it forward (sync, naive, prefix, rtc, ensemble): "observed" (the
     # measured state), or "commanded": the last absolute command (what `vlash` sends at d = 0), so that an
     # evaluation can separate the effect of the state's source from that of the future-state offset
-    state_source: str = "observed"
+    state_source: StateSource = "observed"
     ensemble_every: int = 2  # ensemble: control steps between requests (at most one request in flight)
     ensemble_decay: float = 0.01  # ensemble: ACT's m in w_i = exp(-m * i), i = 0 the oldest chunk
     request_timeout_s: float = 2.0  # a request without its reply after this is abandoned and re-sent
@@ -41,7 +47,8 @@ class ExecutorConfig:
     prompt: str = ""  # task instruction; empty: the observation's "prompt" (simulated tasks), else ""
     seed: int | None = None  # base noise seed sent with requests (request i uses seed + i); None: server's
     link_timeout_s: float = 2.0  # a reply owed this long without any message from the server: the link is lost
-    on_link_loss: str = "finish-chunk"  # one of LINK_LOSS_POLICIES
+    # once the link is lost: finish the running chunk, then hold, or hold at once
+    on_link_loss: LinkLossPolicy = "finish-chunk"
     record_window: int = 1000  # chunk records kept in `records` (the most recent); every one goes to on_record
 
     def __post_init__(self) -> None:
@@ -101,5 +108,5 @@ class ExecutorConfig:
         if need > chunk_length:
             raise ShapeError(
                 f"(s + 1) * q = ({self.execution_horizon} + 1) * {self.quantization} = {need} chunk indices needed, "
-                f"the policy's chunk has {chunk_length}; lower --horizon or --quantize"
+                f"the policy's chunk has {chunk_length}; lower --execution-horizon or --quantization"
             )

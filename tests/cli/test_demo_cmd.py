@@ -18,8 +18,8 @@ def test_demo_compares_modes_side_by_side_and_writes_the_plot(tmp_path, capsys):
     policy = write_policy(tmp_path)
     png = tmp_path / "out" / "demo.png"
     # 2 s per mode: with 1 s, sync ran a single chunk once in a clean-clone run on a slow VM
-    argv = ["demo", "--checkpoint", str(policy), "--duration", "2", "--modes", "sync,faster", "--steps", "4",
-            "--inject-latency", "30", "--threads", "1", "--plot", str(png)]  # fmt: skip
+    argv = ["demo", "--checkpoint", str(policy), "--duration-s", "2", "--modes", "sync,faster", "--steps", "4",
+            "--inject-latency-ms", "30", "--threads", "1", "--plot", str(png)]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "serving on tcp://127.0.0.1:" in out and "+30 ms" in out
@@ -45,9 +45,9 @@ def test_missing_shipped_policy_is_a_clean_error_with_a_way_forward(capsys):
     [
         (["--modes", "sync,warp"], "warp"),
         (["--random-weights"], "needs --policy"),
-        (["--duration", "0"], "duration"),
-        (["--duration", "inf"], "DemoConfig.duration_s must be > 0, got inf"),
-        (["--horizon", "0"], "execution_horizon must be an int >= 1, got 0"),
+        (["--duration-s", "0"], "--duration-s must be > 0, got 0.0"),
+        (["--duration-s", "inf"], "--duration-s must be > 0, got inf"),
+        (["--execution-horizon", "0"], "--execution-horizon must be an int >= 1, got 0"),
         (["--plot", "."], "--plot '.' is a directory; give a file name"),  # said before the demo runs, not after
     ],
 )

@@ -79,7 +79,7 @@ def test_bench(monkeypatch, capsys):
     import vlash.bench as bench
 
     monkeypatch.setattr(bench, "make_engine", refuse("the engine build"))
-    assert "--steps: expected an integer >= 1" in one_line_error(
+    assert "--steps must be an int >= 1, got 0" in one_line_error(
         ["bench", "--policy", "pi05-tiny", "--steps", "0"], capsys
     )
     err = one_line_error(["bench", "--policy", "pi05-tiny", "--engine", "onnxruntime", "--compile", "default"], capsys)
@@ -110,7 +110,7 @@ def test_quantize(monkeypatch, blocked, tmp_path, capsys):
     args = ["quantize", "--policy", "pi05-tiny", "--random-weights", "--scheme", "torch-int8"]
     out = ["--out", str(tmp_path / "q")]
     err = one_line_error([*args, *out, "--check", "--min-cosine", "2"], capsys)  # was found after quantizing
-    assert "min_cosine must be in [-1, 1]" in err
+    assert "--min-cosine must be in [-1, 1], got 2.0" in err
     assert "is a file, not a folder" in one_line_error([*args, *out, "--json", str(blocked)], capsys)
     assert "add --random-weights" in one_line_error(
         ["quantize", "--policy", "pi05-tiny", "--scheme", "torch-int8", *out], capsys

@@ -46,7 +46,7 @@ def test_version(capsys):
     assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"vlash {vlash.__version__}"
 
 
-@pytest.mark.parametrize("argv", [["bench", "--steps", "0"], ["eval", "--task", "reach"], ["nope"]])
+@pytest.mark.parametrize("argv", [["bench", "--steps", "zero"], ["eval", "--task", "reach"], ["nope"]])
 def test_a_bad_argument_is_one_line(argv, capsys):
     with pytest.raises(SystemExit) as exited:
         main(argv)

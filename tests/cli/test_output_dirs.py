@@ -203,6 +203,6 @@ def test_train_replaces_a_training_run_with_overwrite(tmp_path, capsys):
 
     data = save_episodes(tmp_path / "data.npz", dot_episodes(4))
     out = fake_output(tmp_path / "run", OutputKind.TRAINING_RUN)
-    args = ["train", "--policy", MICRO, "--dataset", str(data), "--out", str(out), "--steps", "1", "--batch", "4"]
-    assert main([*args, "--quiet", "--no-augment", "--d-max", "2", "--threads", "1", "--overwrite"]) == 0
+    args = ["train", "--policy", MICRO, "--dataset", str(data), "--out", str(out), "--steps", "1", "--batch-size", "4"]
+    assert main([*args, "--no-progress", "--no-augment", "--d-max", "2", "--num-threads", "1", "--overwrite"]) == 0
     assert replaced(out, OutputKind.TRAINING_RUN) and (out / "model.safetensors").is_file()

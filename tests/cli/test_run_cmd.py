@@ -45,7 +45,7 @@ def fake_lerobot():
 
 def run_argv(endpoint: str, *extra: str) -> list[str]:
     return ["run", "--server", endpoint, "--robot", "lerobot:so101_follower", "--robot-config", str(SO101_YAML),
-            "--duration", "1", "--timeout", "5", *extra]  # fmt: skip
+            "--duration-s", "1", "--timeout", "5", *extra]  # fmt: skip
 
 
 def test_lerobot_robot_runs_end_to_end_through_the_command_line(fake_lerobot, capsys):
@@ -126,7 +126,7 @@ BLOCKED_LEROBOT_RUN = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
     meta = Metadata("hold", cams, 6, 6, 20, 30.0, "fp32", "loopback", 1, "constant", False)
     with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), meta) as server:
         rc = main(["run", "--server", server.endpoint, "--robot", "lerobot:so101_follower", "--robot-config",
-                   {yaml!r}, "--camera", "base_0_rgb=front", "--camera", "left_wrist_0_rgb=wrist", "--duration", "1"])
+                   {yaml!r}, "--camera", "base_0_rgb=front", "--camera", "left_wrist_0_rgb=wrist", "--duration-s", "1"])
         assert rc == 0 and server.served >= 2, (rc, server.served)
     loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set(HEAVY))
     assert not loaded, loaded
@@ -191,14 +191,16 @@ def test_summary_is_aligned_plain_text():
          "ipc:///PATH, e.g. tcp://localhost:5555"),
         (["--server", "tcp://localhost"], "--server 'tcp://localhost': give tcp://HOST:PORT (a port from 1 to 65535)"),
         (["--timeout", "0"], "--timeout must be a positive number, got 0.0"),
-        (["--fps", "-30"], "--fps must be a positive number, got -30.0"),
-        (["--duration", "nan"], "--duration must be a positive number, got nan"),
-        (["--duration", "0.01"], "--duration 0.01 s is shorter than one control period at --fps 30"),
-        (["--max-step", "0"], "--max-step must be a positive number, got 0.0"),
-        (["--link-timeout", "inf"], "--link-timeout must be a positive number, got inf"),
-        (["--horizon", "0"], "--horizon must be at least 1, got 0"),
-        (["--delay", "11"], "--delay 11 exceeds the default horizon 10"),
-        (["--delay", "6", "--horizon", "5"], "--delay 6 exceeds --horizon 5"),
+        (["--rate-hz", "-30"], "--rate-hz must be > 0, got -30.0"),
+        (["--duration-s", "nan"], "--duration-s must be > 0, got nan"),
+        (["--duration-s", "0.01"], "--duration-s 0.01 s is shorter than one control period at 30 Hz"),
+        (["--max-step", "0"], "--max-step must be > 0 or None, got 0.0"),
+        (["--link-timeout-s", "inf"], "--link-timeout-s must be > 0, got inf"),
+        (["--execution-horizon", "0"], "--execution-horizon must be an int >= 1, got 0"),
+        (["--initial-delay", "11"], "--initial-delay 11 > --execution-horizon 10"),
+        (["--initial-delay", "6", "--execution-horizon", "5"], "--initial-delay 6 > --execution-horizon 5"),
+        (["--mode", "warp"], "--mode must be one of ('sync', 'naive', 'vlash', 'prefix', 'rtc', 'faster', 'ensemble'), "
+         "got 'warp'"),
         (["--max-hold-share", "1.5"], "--max-hold-share must be between 0 and 1, got 1.5"),
         (["--server-key", "/no/such.key", "--client-key", "/no/such.key_secret"], "--server-key '/no/such.key': no "
          "such file"),
@@ -206,7 +208,7 @@ def test_summary_is_aligned_plain_text():
 )  # fmt: skip
 def test_every_argument_is_checked_before_connecting_with_one_line(capsys, argv, match):
     with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
-        rc = main(["run", "--server", server.endpoint, "--robot", "sim:reach", "--duration", "1", *argv])
+        rc = main(["run", "--server", server.endpoint, "--robot", "sim:reach", "--duration-s", "1", *argv])
         assert server.handshakes == 0  # nothing connected
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and err.startswith(f"vlash run: error: {match}"), err
@@ -258,7 +260,7 @@ def test_a_horizon_longer_than_the_policy_s_chunk_is_refused_in_one_line_at_the_
     from lerobot.robots.so_follower import INSTANCES
 
     with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
-        assert main(run_argv(server.endpoint, *SO101_MAP, "--horizon", "25", "--delay", "3")) == 2
+        assert main(run_argv(server.endpoint, *SO101_MAP, "--execution-horizon", "25", "--initial-delay", "3")) == 2
         assert server.served == 0
     err = capsys.readouterr().err
     assert (
@@ -272,7 +274,7 @@ def test_help_says_how_long_the_robot_moves_without_a_server(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "until it runs out (up to a whole chunk" in text and "--link-timeout plus one period" in text
+    assert "until it runs out (up to a whole chunk" in text and "--link-timeout-s plus one period" in text
     assert "--on-link-loss {finish-chunk,hold}" in text and "--max-hold-share F" in text
 
 
@@ -282,7 +284,7 @@ def test_the_mock_robot_takes_the_policys_shape_and_a_short_chunk_its_horizon(ca
     cameras = [CameraSpec("top", 224, 224), CameraSpec("wrist", 120, 160)]
     meta = Metadata("tiny", cameras, 8, 6, 10, 30.0, "fp32", "loopback", 1, "constant", False)
     with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(10, state_index=range(6)), meta) as server:
-        assert main(["run", "--server", server.endpoint, "--robot", "mock", "--duration", "1", "--timeout", "5"]) == 0
+        assert main(["run", "--server", server.endpoint, "--robot", "mock", "--duration-s", "1", "--timeout", "5"]) == 0
         requests, handshakes = list(server.requests), server.handshakes
     assert handshakes == 1 and len(requests) >= 2
     for infer in requests:
@@ -297,7 +299,7 @@ def test_ctrl_c_stops_the_run_cleanly_with_the_summary_the_json_and_rc_130(tmp_p
     report = tmp_path / "run.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(FAKE_LEROBOT)])}
     with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
-        argv = [sys.executable, "-m", "vlash.cli.main", *run_argv(server.endpoint, *SO101_MAP), "--duration", "120",
+        argv = [sys.executable, "-m", "vlash.cli.main", *run_argv(server.endpoint, *SO101_MAP), "--duration-s", "120",
                 "--json", str(report)]  # fmt: skip
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         try:

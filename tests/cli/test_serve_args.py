@@ -122,10 +122,10 @@ def test_the_openpi_endpoint_needs_insecure_where_it_is_reachable_or_beside_curv
     """The openpi websocket has no authentication: refused in one line before the model loads where a reachable
     ZeroMQ bind would be, and wherever ZeroMQ clients must authenticate (it would let anyone past the allow-list)."""
     base = ["serve", "--policy", str(MICRO), "--random-weights", "--openpi-port", "0"]
-    keys = ["--curve-keys", str(tmp_path), "--allow", str(tmp_path)]
+    keys = ["--curve-keys", str(tmp_path), "--allow-dir", str(tmp_path)]
     for flags, why in (
         (["--openpi-host", "0.0.0.0"], "reachable from other machines"),
-        (keys, "no authentication while --curve-keys/--allow require it"),
+        (keys, "no authentication while --curve-keys/--allow-dir require it"),
     ):
         with pytest.raises(ConfigError, match=why) as refused:
             serve_run.plan(parse_args([*base, *flags]))

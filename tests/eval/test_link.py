@@ -62,7 +62,7 @@ def test_an_early_stop_ends_the_final_message_at_the_last_final_row_and_sooner()
 def test_link_timing_refuses_bad_settings():
     with pytest.raises(ConfigError, match="delay must be an int >= 0"):
         LinkTiming(-1)
-    with pytest.raises(ConfigError, match="prefill share"):
+    with pytest.raises(ConfigError, match="prefill_share"):
         LinkTiming(2, prefill_share=1.0)
     with pytest.raises(ConfigError, match="num_steps"):
         LinkTiming(2, num_steps=0)

@@ -52,7 +52,7 @@ def test_help_needs_no_torch_gymnasium_or_opencv(name):
 @pytest.mark.sim  # the simulated arm (gymnasium, OpenCV)
 def test_run_client_drives_the_simulated_arm(capsys):
     with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), metadata(2, 2)) as server:
-        assert example_main("run_client")(["--server", server.endpoint, "--duration", "1", "--mode", "prefix"]) == 0
+        assert example_main("run_client")(["--server", server.endpoint, "--duration-s", "1", "--mode", "prefix"]) == 0
         requests = list(server.requests)
     assert len(requests) >= 2 and all(list(r.images) == ["base_0_rgb"] for r in requests)  # the sim's one camera
     assert any(r.prefix is not None for r in requests)  # prefix mode
@@ -66,7 +66,8 @@ def test_lerobot_arm_builds_the_so101_through_lerobot_and_runs_it(capsys):
 
         with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), metadata(6, 6)) as server:
             argv = ["--server", server.endpoint, "--robot-config", str(SO101_YAML), "--port", "/dev/ttyUSB3",
-                    "--camera", "base_0_rgb=wrist", "--camera", "left_wrist_0_rgb=none", "--duration", "1"]  # fmt: skip
+                    "--camera", "base_0_rgb=wrist", "--camera", "left_wrist_0_rgb=none",
+                    "--duration-s", "1"]  # fmt: skip
             assert example_main("lerobot_arm")(argv) == 0
             requests = list(server.requests)
         arm = INSTANCES[-1]
@@ -83,7 +84,7 @@ def test_lerobot_arm_without_lerobot_is_one_clear_error(capsys):
 def test_custom_robot_with_a_longer_state_than_action_runs_in_vlash_mode(capsys):
     state_index = [*range(7), 14]  # joint positions and the gripper width within the 15-entry state
     with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20, state_index), metadata(15, 8)) as server:
-        argv = ["--server", server.endpoint, "--camera", "base_0_rgb=wrist", "--duration", "1"]
+        argv = ["--server", server.endpoint, "--camera", "base_0_rgb=wrist", "--duration-s", "1"]
         assert example_main("custom_robot")(argv) == 0
         requests = list(server.requests)
     rolled = [r for r in requests if r.future_state is not None]
@@ -95,7 +96,7 @@ def test_custom_robot_with_a_longer_state_than_action_runs_in_vlash_mode(capsys)
 
 def test_custom_robot_against_a_policy_of_other_dims_is_refused(capsys):
     with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), metadata(14, 7)) as server:
-        assert example_main("custom_robot")(["--server", server.endpoint, "--duration", "1"]) == 2
+        assert example_main("custom_robot")(["--server", server.endpoint, "--duration-s", "1"]) == 2
     assert (
         "expects state_dim 14 and action_dim 7; the robot (SevenJointArm) has state_dim 15" in capsys.readouterr().err
     )

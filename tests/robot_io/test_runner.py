@@ -108,7 +108,7 @@ BLOCKED_RUN = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
     with LoopbackPolicyServer("tcp://127.0.0.1:*", plan, meta) as server:
         parser = argparse.ArgumentParser()
         run_cmd.add_parser(parser.add_subparsers())
-        args = parser.parse_args(["run", "--server", server.endpoint, "--robot", "sim:reach", "--duration", "1",
+        args = parser.parse_args(["run", "--server", server.endpoint, "--robot", "sim:reach", "--duration-s", "1",
                                   "--mode", "vlash", "--timeout", "5"])
         rc = run_cmd.run(args)
         assert server.served >= 2, server.served

@@ -44,7 +44,7 @@ def test_checkpoint_loading_and_source_rules(policy_dir):
     [
         ({"bind": "localhost:5555"}, "bind"),
         ({"schedule": "linear"}, "schedule"),
-        ({"num_steps": 0}, "num_steps"),
+        ({"steps": 0}, "steps"),
         ({"inject_latency_ms": -1.0}, "inject_latency_ms"),
         ({"control_rate_hz": 0.0}, "control_rate_hz"),
         ({"poll_ms": 0}, "poll_ms"),

@@ -242,6 +242,6 @@ def test_the_endpoint_refuses_to_start_where_it_would_bypass_curve_keys(tmp_path
     """No authentication here: beside a server whose ZeroMQ clients need CurveZMQ keys, only with insecure."""
     keyed = SimpleNamespace(config=ServerConfig(curve_keys=tmp_path, allow_dir=tmp_path))  # all start() reads
     endpoint = OpenpiEndpoint(keyed, OpenpiConfig(port=0))
-    with pytest.raises(ConfigError, match="no authentication while --curve-keys/--allow require it.*--insecure"):
+    with pytest.raises(ConfigError, match="no authentication while --curve-keys/--allow-dir require it.*--insecure"):
         endpoint.start()
     assert endpoint.url is None  # nothing listens

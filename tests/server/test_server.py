@@ -134,7 +134,7 @@ def slow_server(policy_dir):
 
 def test_the_injected_latency_is_reported_apart_in_the_timing(slow_server, server, client):
     """`injected_ms`: the emulated device time a reply waited (all of it: a wait never ends early unless the request
-    is cancelled), so a slower chunk can be told apart from a slower policy (`vlash demo --inject-latency`)."""
+    is cancelled), so a slower chunk can be told apart from a slower policy (`vlash demo --inject-latency-ms`)."""
     assert "injected_ms" not in client.infer(_infer(server, 1), timeout_s=TIMEOUT_S).timing_ms  # nothing injected
     with PolicyClient(slow_server.endpoint, timeout_s=TIMEOUT_S, client_name="slow") as slow:
         timing = slow.infer(_infer(slow_server, 2), timeout_s=TIMEOUT_S).timing_ms

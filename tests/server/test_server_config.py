@@ -72,9 +72,9 @@ def test_a_reachable_openpi_host_needs_insecure(host):
 
 
 def test_the_openpi_endpoint_beside_curve_keys_needs_insecure_even_on_loopback(tmp_path):
-    """With --curve-keys/--allow, plaintext ZeroMQ is refused: an unauthenticated websocket would get past them."""
+    """With --curve-keys/--allow-dir, plaintext ZeroMQ is refused: an unauthenticated websocket would get past them."""
     keys = {"curve_keys": tmp_path, "allow_dir": tmp_path}
-    with pytest.raises(ConfigError, match="has no authentication while --curve-keys/--allow require it") as refused:
+    with pytest.raises(ConfigError, match="has no authentication while --curve-keys/--allow-dir require it") as refused:
         OpenpiConfig().check_access(ServerConfig(**keys))
     assert "--insecure" in str(refused.value) and "\n" not in str(refused.value)
     OpenpiConfig().check_access(ServerConfig(**keys, insecure=True))  # accepted

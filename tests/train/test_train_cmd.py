@@ -15,10 +15,10 @@ MICRO = str(Path(__file__).with_name("pi05-micro.yaml"))
 def test_train_command_reuses_a_dataset(tmp_path, capsys):
     data = save_episodes(tmp_path / "data.npz", dot_episodes(4))
     out = tmp_path / "policy"
-    args = ["train", "--policy", MICRO, "--dataset", str(data), "--out", str(out), "--steps", "3", "--batch", "4"]
-    assert main([*args, "--quiet", "--vision-aux-weight", "1"]) == 2  # its labels need simulator episodes
+    args = ["train", "--policy", MICRO, "--dataset", str(data), "--out", str(out), "--steps", "3", "--batch-size", "4"]
+    assert main([*args, "--no-progress", "--vision-aux-weight", "1"]) == 2  # its labels need simulator episodes
     assert "does not replay in vlash.sim" in capsys.readouterr().err and not out.exists()
-    assert main([*args, "--quiet", "--json", "--no-augment", "--d-max", "2"]) == 0
+    assert main([*args, "--no-progress", "--json", "--no-augment", "--d-max", "2"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["steps"] == 3 and summary["episodes"] == 4 and summary["out"] == str(out)
     assert (out / "model.safetensors").is_file() and (out / "train_log.json").is_file()
@@ -26,11 +26,11 @@ def test_train_command_reuses_a_dataset(tmp_path, capsys):
 
 def test_bad_settings_are_clean_errors(tmp_path, capsys):
     assert main(["train", "--out", str(tmp_path / "p"), "--steps", "0"]) == 2
-    assert "steps must be an int >= 1" in capsys.readouterr().err
+    assert "--steps must be an int >= 1, got 0" in capsys.readouterr().err
     assert main(["train", "--out", str(tmp_path / "p"), "--d-max", "60", "--policy", MICRO]) == 2
     assert "d_max must be an int in [0, horizon=50)" in capsys.readouterr().err
-    assert main(["train", "--out", str(tmp_path / "p"), "--ema", "1"]) == 2
-    assert "ema_decay must be in [0, 1), got 1.0" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "p"), "--ema-decay", "1"]) == 2
+    assert "--ema-decay must be in [0, 1), got 1.0" in capsys.readouterr().err
 
 
 def test_head_and_probe_flags_reach_the_config(tmp_path):
@@ -43,11 +43,11 @@ def test_head_and_probe_flags_reach_the_config(tmp_path):
     assert (config.grounding_steps, config.target_aux_weight, config.target_aux_layer) == (3, 1.0, 2)
     assert (config.expert_target_aux_weight, config.expert_target_aux_layer, config.vision_probe_every) == (0.5, 1, 7)
     assert config.vision_aux_weight == 0.0  # unset flags keep TrainConfig's defaults
-    assert config.label_tail and not config_from_args(parse_args(["train", "--out", "p", "--no-tail"])).label_tail
+    assert config.label_tail and not config_from_args(parse_args(["train", "--out", "p", "--no-label-tail"])).label_tail
     assert config.init_from is None
     assert config_from_args(parse_args(["train", "--out", "p", "--init-from", "base"])).init_from == "base"
     assert not (config.task_space or config.compile or config.ema_decay)
-    chosen = config_from_args(parse_args(["train", "--out", "p", "--task-space", "--compile", "--ema", "0.99"]))
+    chosen = config_from_args(parse_args(["train", "--out", "p", "--task-space", "--compile", "--ema-decay", "0.99"]))
     assert chosen.task_space and chosen.compile and chosen.ema_decay == 0.99
     mixed = config_from_args(parse_args(["train", "--out", "p", "--mix-prob", "0.25"]))
     assert config.mix_prob == 0.5 and mixed.mix_prob == 0.25

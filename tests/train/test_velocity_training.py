@@ -88,7 +88,7 @@ def test_sim_flags_reach_the_config():
 )
 def test_bad_sim_flags_are_one_line_errors(tmp_path, capsys, flags, message):
     out = tmp_path / "p"
-    assert main(["train", "--out", str(out), "--policy", MICRO, "--steps", "1", "--quiet", *flags]) == 2
+    assert main(["train", "--out", str(out), "--policy", MICRO, "--steps", "1", "--no-progress", *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and err.startswith("vlash train: error:") and not out.exists()
 
@@ -148,8 +148,9 @@ def test_recording_runs_the_expert_in_the_given_settings():
 
 def test_a_velocity_run_records_in_its_settings_and_says_so(tmp_path, capsys, monkeypatch):
     data, out = tmp_path / "hold.npz", tmp_path / "policy"
-    args = ["train", "--policy", MICRO, "--tasks", "hold", "--episodes", "2", "--steps", "2", "--batch", "4"]
-    args += ["--image-size", "32", "--dataset", str(data), "--out", str(out), "--quiet", "--json"]
+    args = ["train", "--policy", MICRO, "--tasks", "hold", "--episodes-per-task", "2", "--steps", "2"]
+    args += ["--batch-size", "4", "--image-size", "32", "--dataset", str(data), "--out", str(out)]
+    args += ["--no-progress", "--json"]
     velocity = [*args, "--sim-config", "velocity-load", "--vision-aux-weight", "1"]  # its labels replay the episodes
     monkeypatch.setattr("sys.argv", ["vlash", *velocity])  # the command config.yaml records
     assert main(velocity) == 0, capsys.readouterr().err

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from vlash.bench_settings import BenchSettings
+from vlash.cli.config_flags import ConfigFlags
 from vlash.cli.engine_args import add_torch_engine_arguments, torch_engine_options
 from vlash.cli.policy_args import add_policy_arguments
-from vlash.cli.preflight import non_negative_int, positive_int
+from vlash.cli.preflight import positive_int
 from vlash.devices import DeviceProfile, is_profile_name, load_profile
 from vlash.engines import available_engines
 from vlash.engines.artifact import ArtifactManifest
@@ -37,13 +39,16 @@ if TYPE_CHECKING:
     from vlash.bench import BenchReport
 
 ACCEPTED = {PolicyKind.PRESET: "random weights", PolicyKind.ARTIFACT: "the same as --artifact"}
+# What is timed: flags generated from BenchSettings (vlash.cli.config_flags)
+BENCH_FLAGS = ConfigFlags(
+    BenchSettings, "schedule steps iters warmup batch", notes={"steps": "(default: the policy's, 10 for pi05)"}
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="time prefill, denoise step, time to first action and full chunk")
     add_policy_arguments(p, f"what to time ({', '.join(available_presets())})", ACCEPTED, required=False)
-    p.add_argument("--schedule", choices=("constant", "horizon-aware"), default="constant")
-    p.add_argument("--steps", type=positive_int, default=None, help="Euler steps (default: the policy's, 10 for pi05)")
+    BENCH_FLAGS.add_to(p)
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, auto, or a device profile / jetson")
     p.add_argument("--engine", choices=available_engines(), default=None, help="default: the profile's, else torch")
     p.add_argument(
@@ -61,9 +66,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="time an exported artifact (its policy, engine and precision are the defaults); default: random weights",
     )
     p.add_argument("--cameras", type=positive_int, default=None, help="number of cameras (default: the policy's)")
-    p.add_argument("--batch", type=positive_int, default=1, help="observations per call")
-    p.add_argument("--iters", type=positive_int, default=20, help="timed runs")
-    p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed runs first")
     p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch (default: torch's)")
     add_torch_engine_arguments(p)
     p.add_argument(
@@ -154,9 +156,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--artifact {str(artifact)!r}: no such directory")
     manifest = ArtifactManifest.load(artifact) if artifact is not None else None
     config = _config(args, source, manifest)
+    settings = BENCH_FLAGS.build(args, steps=BENCH_FLAGS.given(args).get("steps", config.num_steps))
     import torch  # extra: server
 
-    from vlash.bench import BenchSettings, make_engine, run_bench  # extra: server
+    from vlash.bench import make_engine, run_bench  # extra: server
     from vlash.devices import resolve_device  # extra: server
 
     device = resolve_device(args.device)
@@ -173,13 +176,6 @@ def run(args: argparse.Namespace) -> int:
     if manifest is not None and engine_name == "torch":
         raise ConfigError(f"the torch engine runs a policy, not an artifact; use --engine {manifest.engine}")
     torch_options = torch_engine_options(args, engine_name, device, named)
-    settings = BenchSettings(
-        schedule=args.schedule,
-        steps=args.steps or config.num_steps,
-        iters=args.iters,
-        warmup=args.warmup,
-        batch=args.batch,
-    )
     console = Console(stderr=args.json)
     rates = None
     if device.type == "cpu" and profile is not None and not args.profile_rates:

@@ -1,11 +1,11 @@
 """`vlash demo`: serve the shipped simulation policy on the CPU in a child process and drive the simulated arm
 through it over ZeroMQ at 30 Hz; print a summary (the rows of `vlash run`'s, defined in docs/METHODS.md "Run
-summary") and write a plot. `--inject-latency MS` compares execution modes (sync, vlash, faster) under a slower
+summary") and write a plot. `--inject-latency-ms MS` compares execution modes (sync, vlash, faster) under a slower
 server, side by side, and says how much of each chunk latency was injected.
 
     vlash demo                                   # ~20 s, demo.png
-    vlash demo --inject-latency 150              # sync vs vlash vs faster, 20 s each
-    vlash demo --policy pi05-tiny --random-weights --duration 5
+    vlash demo --inject-latency-ms 150           # sync vs vlash vs faster, 20 s each
+    vlash demo --policy pi05-tiny --random-weights --duration-s 5
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from rich.text import Text
 from robot_io.executors import EXECUTION_MODES
 from robot_io.protocol.errors import RobotIOError
 from robot_io.run_summary import ROWS_NOTE
+from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
 from vlash.cli.cpu_threads import server_threads
 from vlash.cli.preflight import check_output_file
 from vlash.cli.run_cmd import status_line
@@ -29,9 +30,20 @@ from vlash.demo.server_process import ServerProcess
 from vlash.demo.session import DemoConfig, run_modes
 from vlash.errors import CheckpointError, ConfigError
 from vlash.policies.names.shipped import shipped_policy_dir
+from vlash.server.config import ServerConfig
 
 SHIPPED = "pi05-tiny-sim"
 COMPARED_MODES = ("sync", "vlash", "faster")
+
+
+DEMO_FLAGS = ConfigFlags(DemoConfig, "task seed rate_hz duration_s execution_horizon")  # vlash.cli.config_flags
+SERVER_FLAGS = ConfigFlags(ServerConfig, "inject_latency_ms steps")  # passed on to the `vlash serve` it starts
+RENAMED = {
+    "--fps": "--rate-hz",
+    "--duration": "--duration-s",
+    "--horizon": "--execution-horizon",
+    "--inject-latency": "--inject-latency-ms",
+}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,23 +53,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      "--random-weights")  # fmt: skip
     src.add_argument("--checkpoint", type=Path, default=None, help="policy directory")
     p.add_argument("--random-weights", action="store_true", help="--policy names a preset: random weights")
-    p.add_argument("--task", default="reach", help="simulated task (reach, track, whack, intercept)")
-    p.add_argument("--duration", type=float, default=20.0, help="seconds per mode")
-    p.add_argument("--fps", type=float, default=30.0, help="control rate [Hz]")
-    p.add_argument("--inject-latency", type=float, default=0.0, metavar="MS", help="extra server ms per inference")
+    DEMO_FLAGS.add_to(p)
     p.add_argument("--modes", default=None, help=f"comma-separated modes ({', '.join(EXECUTION_MODES)}); default: "
-                   f"vlash, or {','.join(COMPARED_MODES)} with --inject-latency")  # fmt: skip
-    p.add_argument("--horizon", type=int, default=20, help="s: control steps of a chunk before the next takes over")
-    p.add_argument("--seed", type=int, default=0, help="first episode seed")
+                   f"vlash, or {','.join(COMPARED_MODES)} with --inject-latency-ms")  # fmt: skip
     p.add_argument("--threads", type=int, default=None, help="server torch threads (default: all cores but one)")
-    p.add_argument("--steps", type=int, default=None, help="denoise steps (default: the policy's)")
+    SERVER_FLAGS.add_to(p)
     p.add_argument("--device", default="cpu", help="server device (cpu, cuda, auto)")
     p.add_argument("--plot", type=Path, default=Path("demo.png"), help="PNG to write")
+    add_renamed_flags(p, RENAMED)
 
 
 def parse_modes(args: argparse.Namespace) -> list[str]:
     if args.modes is None:
-        return list(COMPARED_MODES) if args.inject_latency > 0 else ["vlash"]
+        return list(COMPARED_MODES) if args.inject_latency_ms > 0 else ["vlash"]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in EXECUTION_MODES]
     if bad or not modes:
@@ -84,18 +92,14 @@ def serve_args(args: argparse.Namespace) -> list[str]:
                 "(random weights: the arm moves, without purpose) or --checkpoint DIR"
             ) from None
     threads = server_threads(args.threads)  # the rule vlash serve uses: all cores but one
-    extra = ["--steps", str(args.steps)] if args.steps else []
-    return [*source, "--device", args.device, "--threads", str(threads), "--inject-latency",
-            str(args.inject_latency), *extra]  # fmt: skip
+    settings = [f"--{name.replace('_', '-')}={value}" for name, value in SERVER_FLAGS.given(args).items()]
+    return [*source, "--device", args.device, "--threads", str(threads), *settings]
 
 
 def run(args: argparse.Namespace) -> int:
+    config = DEMO_FLAGS.build(args)
+    latency_ms = SERVER_FLAGS.build(args).inject_latency_ms  # the server's settings, checked here first
     modes = parse_modes(args)
-    try:
-        config = DemoConfig(task=args.task, seed=args.seed, rate_hz=args.fps, duration_s=args.duration,
-                            execution_horizon=args.horizon)  # fmt: skip
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
     check_output_file(args.plot, "--plot")  # written at the end: a directory in its way is said now
     console = Console()
     server_args = serve_args(args)
@@ -103,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     with ServerProcess(server_args) as server:
         endpoint = server.start()
         console.print(server.banner, soft_wrap=True)
-        console.print(f"driving sim:{args.task} at {args.fps:g} Hz, {args.duration:g} s per mode: {', '.join(modes)}")
+        console.print(f"driving sim:{config.task} at {config.rate_hz:g} Hz, {config.duration_s:g} s per mode: "
+                      f"{', '.join(modes)}")  # fmt: skip
         try:
             with Live(Text("connecting..."), console=console, transient=True, refresh_per_second=8) as live:
 
@@ -113,11 +118,11 @@ def run(args: argparse.Namespace) -> int:
                 results = run_modes(endpoint, modes, config, show)
         except RobotIOError as exc:
             raise ConfigError(f"{type(exc).__name__}: {exc}") from None
-    latency = f", +{args.inject_latency:g} ms injected" if args.inject_latency else ""
-    title = f"vlash demo: sim:{args.task} at {args.fps:g} Hz{latency}"
+    latency = f", +{latency_ms:g} ms injected" if latency_ms else ""
+    title = f"vlash demo: sim:{config.task} at {config.rate_hz:g} Hz{latency}"
     console.print(summary_table(results, title))
     console.print(ROWS_NOTE, soft_wrap=True)
-    if args.inject_latency:
-        console.print(injection_note(results, args.inject_latency), soft_wrap=True)
+    if latency_ms:
+        console.print(injection_note(results, latency_ms), soft_wrap=True)
     console.print(f"wrote {plot_demo(results, args.plot, title)}")
     return 0

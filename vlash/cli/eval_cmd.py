@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from rich.console import Console
 
-from robot_io.executors import EXECUTION_MODES, STATE_SOURCES, ExecutorConfig
+from robot_io.executors import EXECUTION_MODES, ExecutorConfig
+from vlash.cli.config_flags import ConfigFlags
 from vlash.cli.policy_args import add_policy_arguments, policy_source
-from vlash.cli.preflight import check_output_file, positive_int
+from vlash.cli.preflight import check_output_file
 from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
-from vlash.errors import ConfigError
 from vlash.eval.link import LinkTiming
 from vlash.eval.report import plot_summary, print_table, write_summary
 from vlash.eval.sweep import SEED_SPLITS, SweepConfig, run_sweep, summarize
@@ -26,51 +25,33 @@ ACCEPTED = {
 }
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
+# The sweep's settings: flags generated from SweepConfig, ExecutorConfig and LinkTiming (vlash.cli.config_flags)
+SWEEP_FLAGS = ConfigFlags(
+    SweepConfig,
+    "task modes delays episodes seed workers",
+    notes={"modes": f"(from {','.join(EXECUTION_MODES)})", "seed": "(default: the first of --split)"},
+)
+EXECUTOR_FLAGS = ConfigFlags(
+    ExecutorConfig,
+    "execution_horizon quantization state_source ensemble_every",
+    notes={"execution_horizon": "(faster may go below d: its sampler stops early)"},
+)
+LINK_FLAGS = ConfigFlags(LinkTiming, "prefill_share")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="simulated success / reaction / smoothness vs inference delay per mode")
-    p.add_argument("--task", required=True, help="reach, hold, track, whack or intercept")
     add_sim_arguments(p, "to evaluate in")
     add_policy_arguments(p, "the policy to evaluate", ACCEPTED)
-    p.add_argument(
-        "--modes", default="sync,naive,vlash,faster", help=f"comma-separated, from {','.join(EXECUTION_MODES)}"
-    )
-    p.add_argument("--delays", type=_ints, default=(0, 2, 4), help="inference delays in control steps, e.g. 0,2,4")
-    p.add_argument("--episodes", type=positive_int, default=50, help="episodes per (mode, delay)")
-    p.add_argument(
-        "--execution-horizon",
-        type=int,
-        default=10,
-        help="s: actions run per chunk (faster may go below d: its sampler stops early)",
-    )
-    p.add_argument("--quantization", type=int, default=1, help="q: execute every q-th action")
-    p.add_argument(
-        "--prefill-share", type=float, default=0.15, help="share of the delay spent in prefill (streamed replies)"
-    )
-    p.add_argument(
-        "--state-source",
-        default="observed",
-        choices=STATE_SOURCES,
-        help="state sent by the modes that do not roll it forward: measured, or the last command (what vlash sends "
-        "at d = 0)",
-    )
-    p.add_argument("--ensemble-every", type=positive_int, default=2, help="ensemble: control steps between requests")
+    SWEEP_FLAGS.add_to(p)
+    EXECUTOR_FLAGS.add_to(p)
+    LINK_FLAGS.add_to(p)
     p.add_argument(
         "--split",
         default="dev",
         choices=tuple(SEED_SPLITS),
         help=f"seed range: dev (tuning, from {SEED_SPLITS['dev']}) or report (published results, from "
         f"{SEED_SPLITS['report']})",
-    )
-    p.add_argument("--seed", type=int, default=None, help="first episode seed (default: the split's first)")
-    p.add_argument(
-        "--workers", type=positive_int, default=os.cpu_count() or 1, help="worker processes (1: in this process)"
     )
     p.add_argument("--json", type=Path, default=None, help="write the summary and per-episode metrics here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG (success vs delay; reaction latency)")
@@ -83,37 +64,12 @@ def sweep_config(args: argparse.Namespace) -> SweepConfig:
     check_output_file(args.plot, "--plot")
     if args.plot is not None:
         import matplotlib  # noqa: F401  # extra: sim (missing is said now, not after the sweep)
-    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    unknown = [m for m in modes if m not in EXECUTION_MODES]
-    if not modes or unknown:
-        raise ConfigError(f"--modes: {unknown or 'none given'}; choose from {','.join(EXECUTION_MODES)}")
-    if not args.delays:
-        raise ConfigError("--delays: give at least one delay, e.g. 0,2,4")
     sim = load_sim_arguments(args)
-    try:
-        executor = ExecutorConfig(
-            mode=modes[0],
-            initial_delay=1,  # each episode sets its own (vlash.eval.episode.executor_config)
-            execution_horizon=args.execution_horizon,
-            quantization=args.quantization,
-            state_source=args.state_source,
-            ensemble_every=args.ensemble_every,
-        )
-        timing = LinkTiming(delay=0, prefill_share=args.prefill_share)
-    except ValueError as exc:  # one line naming the setting
-        raise ConfigError(str(exc)) from None
-    return SweepConfig(
-        task=args.task,
-        policy=ORACLE if source.kind is PolicyKind.ORACLE else str(source.path),
-        modes=modes,
-        delays=args.delays,
-        episodes=args.episodes,
-        executor=executor,
-        timing=timing,
-        seed=SEED_SPLITS[args.split] if args.seed is None else args.seed,
-        sim=sim,
-        workers=args.workers,
-    )
+    executor = EXECUTOR_FLAGS.build(args, initial_delay=1)  # each episode sets its own (episode.executor_config)
+    timing = LINK_FLAGS.build(args, delay=0)  # each cell sets its own
+    seed = SWEEP_FLAGS.given(args).get("seed", SEED_SPLITS[args.split])
+    policy = ORACLE if source.kind is PolicyKind.ORACLE else str(source.path)
+    return SWEEP_FLAGS.build(args, policy=policy, executor=executor, timing=timing, seed=seed, sim=sim)
 
 
 def run(args: argparse.Namespace) -> int:

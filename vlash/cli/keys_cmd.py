@@ -32,5 +32,5 @@ def run(args: argparse.Namespace) -> int:
     public, secret = generate_keypair(args.out, name)
     print(f"public key: {public} (copy it to the other end)\nsecret key: {secret} (keep it private: mode 0600)")
     if name != "server":
-        print(f"allow this client on the server: copy {public.name} into the --allow directory (read at once)")
+        print(f"allow this client on the server: copy {public.name} into the --allow-dir directory (read at once)")
     return 0

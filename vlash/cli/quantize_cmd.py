@@ -7,6 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from vlash.cli.config_flags import ConfigFlags
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import (
     add_overwrite_argument,
@@ -21,6 +22,7 @@ from vlash.output_kinds import OutputKind
 from vlash.policies.names.source import PolicyKind, PolicySource
 from vlash.policies.quantized.schemes import get_scheme
 from vlash.progress import progress
+from vlash.quant.gate_thresholds import GateThresholds
 
 HELP = "quantize a policy (torch int8/int4/fp8, ONNX int8, TensorRT), gate vs fp32"
 SCHEME_NAMES = (
@@ -60,13 +62,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="--check: sim episodes per task (default 3 if trained, else 0)",
     )
-    p.add_argument("--min-cosine", type=float, default=None, help="gate: worst action cosine (default 0.99)")
-    p.add_argument("--max-abs-error", type=float, default=None, help="gate: max |a - a_fp32| (default 0.1)")
-    p.add_argument("--max-success-drop", type=float, default=None, help="gate: success points lost (default 0.10)")
+    GATE_FLAGS.add_to(p.add_argument_group("the gate of --check (a variant passes when it stays within these)"))
     p.add_argument("--threads", type=positive_int, default=None, help="torch / onnxruntime CPU threads")
     p.add_argument("--json", type=Path, default=None, help="also write the --check results here")
 
 
+# --check's gate: flags generated from GateThresholds (vlash.cli.config_flags)
+GATE_FLAGS = ConfigFlags(GateThresholds, "min_cosine max_abs_error max_success_drop")
 ACCEPTED = {
     PolicyKind.SHIPPED: "",
     PolicyKind.DIRECTORY: "vlash layout, fp32",
@@ -87,7 +89,7 @@ def quantize_source(args: argparse.Namespace) -> PolicySource:
     for scheme, out in outs.items():
         check_output_dir(out, "--out", scheme_output_kind(scheme), args.overwrite)
     check_output_file(args.json, "--json")
-    _thresholds(args)  # a bad gate value fails now, not after every scheme was quantized
+    GATE_FLAGS.build(args)  # a bad gate value fails now, not after every scheme was quantized
     return source
 
 
@@ -107,17 +109,6 @@ def _fp32_dir(source: PolicySource, tmp: Path) -> Path:
     from vlash.policies.formats.random_policy import write_random_policy  # extra: server
 
     return write_random_policy(tmp / "fp32", source.value) if source.kind is PolicyKind.PRESET else source.path
-
-
-def _thresholds(args: argparse.Namespace):
-    from vlash.quant.fidelity import GateThresholds  # extra: server
-
-    given = {
-        "min_cosine": args.min_cosine,
-        "max_abs_error": args.max_abs_error,
-        "max_success_drop": args.max_success_drop,
-    }
-    return GateThresholds(**{k: v for k, v in given.items() if v is not None})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"vlash quantize: {scheme} -> {out}")
         if not args.check:
             return 0
-        thresholds = _thresholds(args)
+        thresholds = GATE_FLAGS.build(args)
         rollouts = (
             args.rollout_episodes if args.rollout_episodes is not None else (3 if is_trained(reference_policy) else 0)
         )

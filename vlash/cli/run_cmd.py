@@ -1,4 +1,4 @@
-"""`vlash run --server tcp://HOST:5555 --robot sim:reach --mode vlash --fps 30 --duration 20`: drive a robot
+"""`vlash run --server tcp://HOST:5555 --robot sim:reach --mode vlash --rate-hz 30 --duration-s 20`: drive a robot
 with a remote policy. Robot side only: robot_io and the standard library, never torch or rich (it runs on the
 robot computer, where only numpy, pyzmq, msgpack and pyyaml are installed).
 
@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from robot_io.client import PolicyClient
-from robot_io.executors import EXECUTION_MODES, ExecutorConfig
-from robot_io.executors.config import LINK_LOSS_POLICIES
+from robot_io.executors import ExecutorConfig
 from robot_io.executors.images import parse_camera_map
 from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
@@ -36,26 +35,49 @@ from robot_io.run_summary import LABELS, MAX_HOLD_SHARE, ROWS_NOTE
 from robot_io.run_trace import JsonLinesTrace, JsonReport
 from robot_io.runner import RunConfig, RunResult, RunSummary, run_robot
 from robot_io.stop_signals import StopRequest, handle_stop_signals
+from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
 from vlash.errors import ConfigError
 from vlash.sim.robot import SimRobot
 
-DEFAULT_HORIZON = 10  # s when --horizon is not given and the policy's chunk is long enough (pi0.5: 50)
+DEFAULT_HORIZON = ExecutorConfig.execution_horizon  # s unless given, when the policy's chunk is long enough
 PROGRESS_EVERY_S = 5.0  # a plain progress line this often when stdout is not a terminal
 RECENT_CHUNKS = 20  # chunk records the executor keeps in memory; --json / --trace get every one as it is final
 DESCRIPTION = """Drive a robot (or the simulator) with chunks from a vlash policy server.
 
 When the server stops answering: the client gives up on a request after --timeout, the executor re-sends it
-after 2 s and keeps asking without blocking the control loop; the link counts as lost after --link-timeout
+after 2 s and keeps asking without blocking the control loop; the link counts as lost after --link-timeout-s
 without any reply while one is owed. With --on-link-loss finish-chunk (the default) the robot keeps executing
 the chunk it is running until it runs out (up to a whole chunk, e.g. 49 ticks of a 50-action chunk) and then
 the watchdog holds: right when a healthy server is only slow. With --on-link-loss hold the chunk stops at the
 tick the link counts as lost and the watchdog holds from then on: the robot moves without a server for at
-most --link-timeout plus one period after the first unanswered request; when replies return, it starts afresh
+most --link-timeout-s plus one period after the first unanswered request; when replies return, it starts afresh
 with a first (sync) chunk. Each loss and return is printed with the time of day.
 
 Ctrl-C (or SIGTERM) ends the run after its current tick: the hold is commanded, the summary printed with what the
 robot was left doing and --json / --trace written, then the exit status is 130 (143); a second Ctrl-C stops at
 once. The summary's rows are defined in docs/METHODS.md, "Run summary"."""
+
+
+# The settings of the run: flags generated from ExecutorConfig and RunConfig (vlash.cli.config_flags)
+EXECUTOR_FLAGS = ConfigFlags(
+    ExecutorConfig,
+    "mode execution_horizon quantization initial_delay adapt_delay prompt link_timeout_s on_link_loss",
+    notes={
+        "execution_horizon": "(default: {default}, or half the policy's chunk when that is shorter)",
+        "prompt": "(default: the simulated task's)",
+        "link_timeout_s": "(keep it above the server's slowest reply)",
+    },
+)
+RUN_FLAGS = ConfigFlags(RunConfig, ("rate_hz", "duration_s", "on_missing", "max_step"))
+RENAMED = {
+    "--fps": "--rate-hz",
+    "--duration": "--duration-s",
+    "--horizon": "--execution-horizon",
+    "--quantize": "--quantization",
+    "--delay": "--initial-delay",
+    "--fixed-delay": "--no-adapt-delay",
+    "--link-timeout": "--link-timeout-s",
+}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -83,24 +105,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="feed policy camera POLICY from robot camera ROBOT (repeatable; POLICY=none leaves it out, masked); "
         "needed whenever the names differ",
     )
-    p.add_argument("--mode", default="vlash", choices=EXECUTION_MODES, help="chunk execution mode")
-    p.add_argument("--fps", type=float, default=30.0, help="control rate [Hz]")
-    p.add_argument("--duration", type=float, default=20.0, help="run length [s]")
-    p.add_argument("--horizon", type=int, default=None, help="s: control steps of a chunk before the next takes "
-                   f"over (default: {DEFAULT_HORIZON}, or half the policy's chunk when that is shorter)")  # fmt: skip
-    p.add_argument("--quantize", type=int, default=1, help="q: execute every q-th action")
-    p.add_argument("--delay", type=int, default=3, help="d0: initial delay estimate in control steps")
-    p.add_argument("--fixed-delay", action="store_true", help="keep d = --delay instead of measuring it")
-    p.add_argument("--prompt", default="", help="task instruction (default: the simulated task's)")
-    p.add_argument("--max-step", type=float, default=None, help="largest joint change per tick (robot units)")
-    p.add_argument("--on-missing", choices=("hold", "stop"), default="hold", help="watchdog fallback")
+    EXECUTOR_FLAGS.add_to(p)
+    RUN_FLAGS.add_to(p)
     p.add_argument("--timeout", type=float, default=5.0, help="handshake / reply timeout [s]: the client drops "
                    "the connection and reconnects after this long without a reply")  # fmt: skip
-    p.add_argument("--link-timeout", type=float, default=ExecutorConfig.link_timeout_s, metavar="S", help="the "
-                   "link counts as lost after S seconds without any reply while one is owed (keep S above the "
-                   "server's slowest reply)")  # fmt: skip
-    p.add_argument("--on-link-loss", choices=LINK_LOSS_POLICIES, default=ExecutorConfig.on_link_loss, help="once "
-                   "the link is lost: finish the running chunk, then hold, or hold at once")  # fmt: skip
     p.add_argument("--max-hold-share", type=float, default=MAX_HOLD_SHARE, metavar="F", help="exit with status 1 "
                    "when the watchdog held more than this share of the ticks not by design (the waits for an "
                    "episode's first chunk and sync's are by design), or when no chunk ran")  # fmt: skip
@@ -110,26 +118,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "JSON document, the records written as the run goes)")  # fmt: skip
     p.add_argument("--trace", type=Path, default=None, help="write every tick and every chunk record here as the "
                    "run goes (JSON Lines: kind tick / chunk, then the summary)")  # fmt: skip
+    add_renamed_flags(p, RENAMED)
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Every argument, before anything connects: ConfigError naming the flag and the value."""
+    """Every argument, before anything connects: ConfigError naming the flag and the value (the run's settings
+    are checked by RunConfig and ExecutorConfig, built here as they will run but for the horizon)."""
     try:
         check_endpoint(args.server)
     except EndpointError as exc:
         raise ConfigError(f"--server {exc}") from None
-    positive = {"--fps": args.fps, "--duration": args.duration, "--timeout": args.timeout,
-                "--link-timeout": args.link_timeout, "--max-step": args.max_step}  # fmt: skip
-    for flag, value in positive.items():
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"{flag} must be a positive number, got {value}")
-    if args.duration * args.fps < 0.5:  # the loop runs round(duration * fps) ticks
-        raise ConfigError(f"--duration {args.duration:g} s is shorter than one control period at --fps {args.fps:g}")
-    for flag, value in {"--horizon": args.horizon, "--quantize": args.quantize, "--delay": args.delay}.items():
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} must be at least 1, got {value}")
-    check_delay(args, args.horizon or DEFAULT_HORIZON)  # the default is never larger: checked again once known
-    build_config(args, args.horizon or DEFAULT_HORIZON)  # every setting checked before anything connects
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ConfigError(f"--timeout must be a positive number, got {args.timeout}")
+    build_config(args, execution_horizon(args))  # checked again with the horizon once the policy's chunk is known
     if not 0 <= args.max_hold_share <= 1:
         raise ConfigError(f"--max-hold-share must be between 0 and 1, got {args.max_hold_share}")
     if (args.server_key is None) != (args.client_key is None):
@@ -143,42 +144,30 @@ def check_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} {str(path)!r} is a directory; give a file name")
 
 
-def check_delay(args: argparse.Namespace, horizon: int | None) -> None:
-    if horizon is not None and args.mode != "sync" and args.delay > horizon:
-        flag = "--horizon" if args.horizon is not None else "the default horizon"
-        raise ConfigError(f"--delay {args.delay} exceeds {flag} {horizon}: the next chunk would arrive after the "
-                          "running one ran out")  # fmt: skip
+def execution_horizon(args: argparse.Namespace, chunk_length: int | None = None) -> int:
+    """s: --execution-horizon as given; else ExecutorConfig's, shortened by `default_horizon` once the policy's
+    `chunk_length` is known."""
+    given = EXECUTOR_FLAGS.given(args).get("execution_horizon")
+    if given is not None or chunk_length is None:
+        return DEFAULT_HORIZON if given is None else given
+    return default_horizon(chunk_length, EXECUTOR_FLAGS.value(args, "quantization"))
 
 
 def default_horizon(chunk_length: int, quantization: int) -> int:
-    """s when --horizon is not given: DEFAULT_HORIZON, or half the policy's chunk (in control steps) when shorter."""
+    """s when --execution-horizon is not given: ExecutorConfig's, or half the policy's chunk (in control steps) when
+    that is shorter."""
     return max(1, min(DEFAULT_HORIZON, chunk_length // quantization // 2))
 
 
 def build_config(args: argparse.Namespace, horizon: int) -> RunConfig:
+    """The run the flags ask for, at execution horizon `horizon`: one-line ConfigError naming the flag."""
     try:
-        executor = ExecutorConfig(
-            mode=args.mode,
-            execution_horizon=horizon,
-            quantization=args.quantize,
-            initial_delay=args.delay,
-            adapt_delay=not args.fixed_delay,
-            prompt=args.prompt,
-            link_timeout_s=args.link_timeout,
-            on_link_loss=args.on_link_loss,
-            record_window=RECENT_CHUNKS,
-        )
-        return RunConfig(
-            executor,
-            rate_hz=args.fps,
-            duration_s=args.duration,
-            on_missing=args.on_missing,
-            max_step=args.max_step,
-            camera_map=parse_camera_map(args.camera),
-            trace_ticks=0,  # nothing per tick is kept in memory: --trace streams it to a file
-        )
+        camera_map = parse_camera_map(args.camera)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    executor = EXECUTOR_FLAGS.build(args, execution_horizon=horizon, record_window=RECENT_CHUNKS)
+    # nothing per tick is kept in memory (trace_ticks 0): --trace streams it to a file
+    return RUN_FLAGS.build(args, executor=executor, camera_map=camera_map, trace_ticks=0)
 
 
 def status_line(status: dict) -> str:
@@ -276,9 +265,7 @@ def run(args: argparse.Namespace) -> int:
             except RobotIOError as exc:  # no server, protocol mismatch
                 raise ConfigError(f"{type(exc).__name__}: {exc}") from None
             robot = robot or _robot(args, metadata)
-            horizon = args.horizon or default_horizon(metadata.chunk_length, args.quantize)
-            check_delay(args, horizon)
-            config = build_config(args, horizon)
+            config = build_config(args, execution_horizon(args, metadata.chunk_length))
             printer = StatusPrinter()
             try:
                 result = run_robot(robot, client, config, status=printer, traces=traces, stop=stop.event,

@@ -7,19 +7,46 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from vlash.cli.checkpoint_args import add_checkpoint_options, check_checkpoint_files
+from vlash.cli.config_flags import ConfigFlags, StoreGiven, add_renamed_flags, given_dests
 from vlash.cli.cpu_threads import RULE
 from vlash.cli.engine_args import add_torch_engine_arguments
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import check_tcp_port, check_zmq_bind, positive_int
 from vlash.engines import available_engines
 from vlash.errors import ConfigError
+from vlash.fleet.config import FleetConfig
 from vlash.policies.names.source import PolicyKind, PolicySource
 from vlash.policies.pi05.dtypes import DTYPE_NAMES
 from vlash.server.config import OpenpiConfig, ServerConfig, check_unauthenticated, is_loopback_host
-from vlash.server.openpi_mapping import PROFILES
+
+# The server's, the openpi endpoint's and the fleet's settings: flags generated from their configs (config_flags)
+SERVER_FLAGS = ConfigFlags(
+    ServerConfig,
+    "bind insecure schedule steps inject_latency_ms max_batch batch_wait_ms max_pending curve_keys allow_dir",
+)
+OPENPI_FLAGS = ConfigFlags(
+    OpenpiConfig,
+    "port host profile map_file",
+    prefix="openpi_",
+    notes={"port": "(given: openpi clients are served; with --ray always, on the ingress's port, default: {default})"},
+)
+FLEET_FLAGS = ConfigFlags(
+    FleetConfig,
+    "num_replicas num_gpus",
+    notes={"num_gpus": "(default: 1 with --device cuda, and with auto when the replicas can have one; else 0)"},
+)
+RENAMED = {
+    "--inject-latency": "--inject-latency-ms",
+    "--allow": "--allow-dir",
+    "--openpi-map": "--openpi-map-file",
+    "--replicas": "--num-replicas",
+    "--replica-gpus": "--num-gpus",
+}
+# full requests a served policy runs before serving, as a fleet's replica does (ServerConfig's own default, 0, suits
+# a server embedded in a test or a tool)
+WARM_UP_RUNS = FleetConfig.warm_up_runs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -39,54 +66,29 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    "entries (default 2), to try a robot's wiring before its policy exists")  # fmt: skip
     p.add_argument("--state-dims", type=positive_int, default=None, help="--random-weights: the robot's state "
                    "entries (default: --action-dims)")  # fmt: skip
-    p.add_argument("--bind", default="tcp://127.0.0.1:5555", help="ZeroMQ endpoint (localhost by default)")
-    p.add_argument(
-        "--insecure",
-        action="store_true",
-        help="serve unauthenticated clients where that needs saying: a non-loopback --bind without CurveZMQ keys, an "
-        "openpi endpoint on a non-loopback --openpi-host or beside --curve-keys (anyone who reaches it can drive the "
-        "robot)",
-    )
-    p.add_argument("--schedule", choices=("constant", "horizon-aware"), default="constant", help="default schedule")
-    p.add_argument("--steps", type=positive_int, default=None, help="denoise steps (default: the policy's)")
-    p.add_argument("--inject-latency", type=float, default=0.0, metavar="MS", help="extra ms per inference")
-    p.add_argument("--max-batch", type=positive_int, default=ServerConfig.max_batch, help="requests run together")
-    p.add_argument(
-        "--batch-wait-ms", type=float, default=ServerConfig.batch_wait_ms, metavar="MS", help="longest wait to batch"
-    )
-    p.add_argument("--max-pending", type=positive_int, default=ServerConfig.max_pending, help="waiting; then BUSY")
-    p.add_argument("--curve-keys", type=Path, default=None, help="directory with server.key_secret (CurveZMQ)")
-    p.add_argument("--allow", type=Path, default=None, help="directory of allowed client public keys (*.key)")
+    SERVER_FLAGS.add_to(p)
     threads_help = f"CPU threads for torch and onnxruntime (default: {RULE})"
-    p.add_argument("--threads", type=positive_int, default=None, help=threads_help)
-    p.add_argument("--stats-every", type=float, default=30.0, metavar="S", help="print stats every S s (0: never)")
-    p.add_argument("--no-warmup", action="store_true", help="skip the warm-up requests")
+    p.add_argument("--threads", action=StoreGiven, type=positive_int, default=None, help=threads_help)
+    p.add_argument("--stats-every", action=StoreGiven, type=float, default=30.0, metavar="S",
+                   help="print stats every S s (0: never)")  # fmt: skip
+    p.add_argument("--no-warmup", action="store_true", help=f"skip the {WARM_UP_RUNS} warm-up requests")
     p.add_argument(
         "--allow-failed-gate",
         action="store_true",
         help="serve a quantized artifact whose fidelity check (vlash quantize --check) failed",
     )
     add_checkpoint_options(p)
-    g = p.add_argument_group("openpi clients", "openpi's websocket protocol, adapted onto this server")
-    g.add_argument("--openpi-port", type=int, metavar="PORT", help="websocket port (0: a free one, printed)")
-    g.add_argument("--openpi-host", default="127.0.0.1", metavar="HOST", help="interface (localhost by default)")
-    g.add_argument("--openpi-profile", choices=list(PROFILES), default="auto", help="observation keys (auto: detect)")
-    g.add_argument("--openpi-map", type=Path, metavar="FILE.yaml", help="YAML observation map (configs/openpi/)")
+    OPENPI_FLAGS.add_to(p.add_argument_group("openpi clients", "openpi's websocket protocol, adapted onto this server"))
     r = p.add_argument_group(
         "a fleet on Ray Serve (pip install 'vlash[fleet]')",
-        "model replicas behind an openpi websocket ingress on --openpi-host/--openpi-port (8000 unless given), "
-        "batching as --max-batch and --batch-wait-ms say; no ZeroMQ endpoint",
+        "model replicas behind an openpi websocket ingress on --openpi-host/--openpi-port, batching as --max-batch "
+        "and --batch-wait-ms say; no ZeroMQ endpoint",
     )
     r.add_argument("--ray", action="store_true", help="serve the policy as a Ray Serve fleet")
-    r.add_argument("--replicas", type=positive_int, default=1, help="model replicas")
-    r.add_argument(
-        "--replica-gpus",
-        type=float,
-        default=None,
-        metavar="N",
-        help="GPUs per replica (default: 1 with --device cuda, and with auto when the replicas can have one; else 0)",
-    )
-    r.add_argument("--ray-address", default=None, metavar="ADDR", help="a running Ray cluster (default: start one)")
+    FLEET_FLAGS.add_to(r)
+    r.add_argument("--ray-address", action=StoreGiven, default=None, metavar="ADDR",
+                   help="a running Ray cluster (default: start one)")  # fmt: skip
+    add_renamed_flags(p, RENAMED)
     return p
 
 
@@ -98,24 +100,17 @@ ACCEPTED = {
 }
 
 
-# the ZeroMQ server's flags, which a fleet refuses rather than ignores, and the fleet's own
-ZMQ_FLAGS = (
-    "--bind",
-    "--curve-keys",
-    "--allow",
-    "--inject-latency",
-    "--threads",
-    "--stats-every",
-    "--max-pending",
-)
-FLEET_FLAGS = ("--replicas", "--replica-gpus", "--ray-address")
+# the ZeroMQ server's flags (dests), which a fleet refuses rather than ignores, and the fleet's own
+ZMQ_ONLY = ("bind", "curve_keys", "allow_dir", "inject_latency_ms", "threads", "stats_every", "max_pending")
+FLEET_ONLY = ("num_replicas", "num_gpus", "ray_address")
+# the settings a fleet takes from the server's and the openpi endpoint's flags (FleetConfig fields)
+FLEET_SHARED = ("steps", "schedule", "max_batch", "batch_wait_ms")
 
 
-def given_flags(args: argparse.Namespace, flags: tuple[str, ...]) -> list[str]:
-    """Those of `flags` (long options of `vlash serve`) whose value in `args` is not the parser's default."""
-    defaults = add_parser(argparse.ArgumentParser().add_subparsers())
-    dests = {flag: flag.removeprefix("--").replace("-", "_") for flag in flags}
-    return [flag for flag, dest in dests.items() if getattr(args, dest) != defaults.get_default(dest)]
+def given_flags(args: argparse.Namespace, dests: tuple[str, ...]) -> list[str]:
+    """The flags (of `vlash serve`, by dest) given on the command line, in the order of `dests`."""
+    given = given_dests(args)
+    return [f"--{dest.replace('_', '-')}" for dest in dests if dest in given]
 
 
 @dataclass
@@ -141,41 +136,31 @@ def check_args(args: argparse.Namespace) -> CheckedArgs:
     if args.ray:
         _check_fleet_flags(args)
         return CheckedArgs(source, None, None)
-    fleet_only = given_flags(args, FLEET_FLAGS)
+    fleet_only = given_flags(args, FLEET_ONLY)
     if fleet_only:
         raise ConfigError(f"{', '.join(fleet_only)} configure a Ray Serve fleet: add --ray")
-    config = ServerConfig(
-        bind=args.bind,
-        schedule=args.schedule,
-        num_steps=args.steps,
-        inject_latency_ms=args.inject_latency,
-        max_batch=args.max_batch,
-        batch_wait_ms=args.batch_wait_ms,
-        max_pending=args.max_pending,
-        curve_keys=args.curve_keys,
-        allow_dir=args.allow,
-        warm_up_runs=0 if args.no_warmup else 2,  # on the model thread: see ServerConfig.warm_up_runs
-        insecure=args.insecure,
-    )
+    config = SERVER_FLAGS.build(args, warm_up_runs=0 if args.no_warmup else WARM_UP_RUNS)  # see its warm_up_runs
     check_zmq_bind(config.bind, "--bind")
-    openpi = None
-    if args.openpi_port is not None:
-        openpi = OpenpiConfig(args.openpi_host, args.openpi_port, args.openpi_profile, args.openpi_map)
-        openpi.check_access(config)  # no authentication: a reachable host, or CurveZMQ keys, needs --insecure
-        check_tcp_port(openpi.host, openpi.port, "--openpi-port")
+    openpi = OPENPI_FLAGS.build(args)
+    if "port" not in OPENPI_FLAGS.given(args):  # no openpi endpoint unless its port is given
+        return CheckedArgs(source, config, None, random_dims)
+    openpi.check_access(config)  # no authentication: a reachable host, or CurveZMQ keys, needs --insecure
+    check_tcp_port(openpi.host, openpi.port, "--openpi-port")
     return CheckedArgs(source, config, openpi, random_dims)
 
 
 def _check_fleet_flags(args: argparse.Namespace) -> None:
     """--ray: no ZeroMQ server flags; the ingress needs a fixed port, free unless the cluster is elsewhere."""
-    zmq_only = given_flags(args, ZMQ_FLAGS)
+    zmq_only = given_flags(args, ZMQ_ONLY)
     if zmq_only:
         raise ConfigError(f"{', '.join(zmq_only)} configure the ZeroMQ server, which --ray does not start")
-    host, port = args.openpi_host, 8000 if args.openpi_port is None else args.openpi_port
+    SERVER_FLAGS.build(args)  # the settings a fleet shares with the server, checked as the server checks them
+    ingress = OPENPI_FLAGS.build(args)
+    host, port = ingress.host, ingress.port
     if port == 0:
         raise ConfigError("--openpi-port 0: Ray Serve's HTTP proxy needs a fixed port with --ray")
     # the ingress has no authentication (a fleet has no CurveZMQ keys): the openpi endpoint's rule, for a reachable host
     fix = "listen on 127.0.0.1 (--openpi-host)"
     check_unauthenticated(f"openpi ingress {host}:{port}", not is_loopback_host(host), False, args.insecure, fix)
     if args.ray_address is None:
-        check_tcp_port(args.openpi_host, port, "--openpi-port")
+        check_tcp_port(host, port, "--openpi-port")

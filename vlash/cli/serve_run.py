@@ -13,12 +13,21 @@ import torch
 
 from robot_io.stop_signals import handle_stop_signals
 from vlash.cli.checkpoint_args import checkpoint_options
+from vlash.cli.config_flags import build_config
 from vlash.cli.cpu_threads import server_threads
 from vlash.cli.engine_args import torch_engine_options
-from vlash.cli.serve_args import CheckedArgs, check_args
+from vlash.cli.serve_args import (
+    FLEET_FLAGS,
+    FLEET_SHARED,
+    OPENPI_FLAGS,
+    SERVER_FLAGS,
+    CheckedArgs,
+    check_args,
+)
 from vlash.devices import is_profile_name, load_profile, resolve_device
 from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
+from vlash.fleet.config import FleetConfig
 from vlash.policies.formats.base import CheckpointOptions
 from vlash.policies.names.source import PolicyKind, PolicySource, looks_like_path
 from vlash.runtime.loading import LoadedRuntime, load_runtime
@@ -94,8 +103,8 @@ def load(served: ServePlan, args: argparse.Namespace) -> LoadedRuntime:
         args.device,
         args.dtype,
         served.engine,
-        args.steps,
-        args.schedule,
+        served.config.steps,
+        served.config.schedule,
         served.options,
         allow_failed_gate=args.allow_failed_gate,
         threads=served.threads,
@@ -147,12 +156,18 @@ def serve(args: argparse.Namespace, checked: CheckedArgs | None = None) -> int:
     return 0
 
 
+def fleet_message_flags() -> dict[str, str]:
+    """FleetConfig field -> the `vlash serve` flag that gives it, as its errors name them."""
+    openpi = {f"openpi_{name}": flag for name, flag in OPENPI_FLAGS.flags().items()}
+    hand_written = {name: f"--{name}" for name in ("device", "dtype", "engine")}
+    return {**SERVER_FLAGS.flags(), **FLEET_FLAGS.flags(), **openpi, **hand_written}
+
+
 def run_fleet(args: argparse.Namespace, checked: CheckedArgs | None = None) -> int:
     """`vlash serve --ray`: the policy on Ray Serve (vlash.fleet) until SIGINT / SIGTERM."""
     source = (checked or check_args(args)).source
     try:
         from vlash.fleet.app import serve_fleet  # extra: fleet
-        from vlash.fleet.config import FleetConfig  # extra: fleet
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] not in ("ray", "fastapi", "starlette"):
             raise
@@ -163,29 +178,29 @@ def run_fleet(args: argparse.Namespace, checked: CheckedArgs | None = None) -> i
     named = source.kind in (PolicyKind.PRESET, PolicyKind.SHIPPED)  # a name: found on every node
     policy = str(Path(source.value).resolve()) if named and looks_like_path(source.value) else source.value
     # --device auto: no GPU here, decided once Ray is up (serve_fleet's auto_gpus: where the replicas can have one)
-    auto_gpus = args.device == "auto" and args.replica_gpus is None
-    gpus = args.replica_gpus if args.replica_gpus is not None else float(args.device.startswith("cuda"))
-    config = FleetConfig(
-        policy=policy if named else None,
-        checkpoint=None if named else str(Path(source.path).resolve()),
-        random_weights=source.kind is PolicyKind.PRESET,
-        device=args.device,
-        dtype=args.dtype,
-        engine=engine,
+    fleet_given = FLEET_FLAGS.given(args)
+    auto_gpus = args.device == "auto" and "num_gpus" not in fleet_given
+    openpi = OPENPI_FLAGS.build(args)  # the ingress's host, port and observation map (checked: check_args)
+    shared = {name: value for name, value in SERVER_FLAGS.given(args).items() if name in FLEET_SHARED}
+    values = {
+        "policy": policy if named else None,
+        "checkpoint": None if named else str(Path(source.path).resolve()),
+        "random_weights": source.kind is PolicyKind.PRESET,
+        "device": args.device,
+        "dtype": args.dtype,
+        "engine": engine,
         **engine_options,
-        num_steps=args.steps,
-        schedule=args.schedule,
-        checkpoint_options=options,
-        allow_failed_gate=args.allow_failed_gate,
-        warm_up_runs=0 if args.no_warmup else 2,
-        num_replicas=args.replicas,
-        num_gpus=gpus,
-        max_batch=args.max_batch,
-        batch_wait_ms=args.batch_wait_ms,
-        openpi_profile=args.openpi_profile,
-        openpi_map=None if args.openpi_map is None else str(args.openpi_map),
-    )
-    host, port = args.openpi_host, 8000 if args.openpi_port is None else args.openpi_port  # checked: check_args
+        "checkpoint_options": options,
+        "allow_failed_gate": args.allow_failed_gate,
+        **({"warm_up_runs": 0} if args.no_warmup else {}),
+        "num_gpus": float(args.device.startswith("cuda")),
+        **shared,
+        **fleet_given,
+        "openpi_profile": openpi.profile,
+        "openpi_map_file": None if openpi.map_file is None else str(openpi.map_file),
+    }
+    config = build_config(FleetConfig, values, fleet_message_flags())
+    host, port = openpi.host, openpi.port
 
     def ready(url: str, served: FleetConfig) -> None:
         print(

@@ -17,10 +17,10 @@ from vlash.sim.robot import SimRobot
 class DemoConfig:
     """One demo run per mode; everything else is shared."""
 
-    task: str = "reach"  # simulated task
+    task: str = "reach"  # simulated task (reach, track, whack, intercept)
     seed: int = 0  # first episode seed (every mode sees the same episodes)
-    rate_hz: float = 30.0  # control rate
-    duration_s: float = 20.0  # per mode
+    rate_hz: float = 30.0  # control rate [Hz]
+    duration_s: float = 20.0  # run length per mode [s]
     execution_horizon: int = 20  # s: control steps of a chunk before the next one takes over
     initial_delay: int = 3  # d0 until latencies are measured
     timeout_s: float = 5.0  # client handshake / reply timeout

@@ -46,7 +46,7 @@ class LinkTiming:
         if not (isinstance(self.delay, int) and self.delay >= 0):
             raise ConfigError(f"delay must be an int >= 0, got {self.delay!r}")
         if not 0.0 <= self.prefill_share < 1.0:
-            raise ConfigError(f"prefill share must be in [0, 1), got {self.prefill_share}")
+            raise ConfigError(f"prefill_share must be in [0, 1), got {self.prefill_share}")
         if not (isinstance(self.num_steps, int) and self.num_steps >= 1):
             raise ConfigError(f"num_steps must be an int >= 1, got {self.num_steps!r}")
 

@@ -21,7 +21,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field, replace
 from multiprocessing import get_context
 
-from robot_io.executors import ExecutorConfig
+from robot_io.executors import EXECUTION_MODES, ExecutorConfig
 from vlash.errors import ConfigError, VlashError
 from vlash.eval.episode import EpisodeRunner, executor_config
 from vlash.eval.link import LinkTiming
@@ -43,16 +43,33 @@ class SweepWorkerError(VlashError):
 
 @dataclass(frozen=True)
 class SweepConfig:
-    task: str  # simulation task name
+    """A sweep of execution modes x inference delays (`vlash eval`'s flags are generated from these fields). The
+    task, the cells against the policy's chunk and the policy itself are checked by `check_sweep`."""
+
+    task: str = field(metadata={"choices": TASKS})  # simulated task
     policy: str  # "oracle" or a policy directory
-    modes: tuple[str, ...]  # execution modes
-    delays: tuple[int, ...]  # inference delays d (control steps)
-    episodes: int  # episodes per (mode, delay)
-    executor: ExecutorConfig  # s, q, state source and mode-specific knobs (its mode is replaced per cell)
-    timing: LinkTiming  # the simulated link's timing model (its delay is replaced per cell)
+    modes: tuple[str, ...] = ("sync", "naive", "vlash", "faster")  # execution modes compared
+    delays: tuple[int, ...] = (0, 2, 4)  # inference delays d in control steps
+    episodes: int = 50  # episodes per (mode, delay)
+    # s, q, state source and mode-specific knobs (its mode is replaced per cell)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    # the simulated link's timing model (its delay is replaced per cell)
+    timing: LinkTiming = field(default_factory=lambda: LinkTiming(delay=0))
     seed: int = 0  # first episode seed (SEED_SPLITS)
-    workers: int = 2  # processes (1 = in this process)
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # worker processes (1: in this process)
     sim: SimSettings = field(default_factory=SimSettings)  # the simulator: interface, disturbance, arm, camera
+
+    def __post_init__(self) -> None:
+        if not self.modes or not self.delays:
+            raise ConfigError(f"a sweep needs at least one mode and one delay, got modes={self.modes} "
+                              f"delays={self.delays}")  # fmt: skip
+        for mode in self.modes:
+            if mode not in EXECUTION_MODES:
+                raise ConfigError(f"modes: each mode must be one of {EXECUTION_MODES}, got {mode!r}")
+        for name in ("episodes", "workers"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
 
 
 _WORKER: dict = {}
@@ -144,10 +161,6 @@ def check_sweep(cfg: SweepConfig):
     a policy that does not load)."""
     if cfg.task not in TASKS:
         raise ConfigError(f"unknown task {cfg.task!r}; choose one of {', '.join(TASKS)}")
-    if not cfg.modes or not cfg.delays:
-        raise ConfigError(f"a sweep needs at least one mode and one delay, got modes={cfg.modes} delays={cfg.delays}")
-    if cfg.episodes < 1:
-        raise ConfigError(f"episodes must be >= 1, got {cfg.episodes}")
     try:
         cells = cell_configs(cfg)  # every cell's ExecutorConfig and LinkTiming validate themselves
     except ValueError as exc:

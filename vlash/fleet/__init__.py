@@ -8,5 +8,5 @@
 - `app`: `build_app(args)` (the `serve run` import path) and `serve_fleet` (`vlash serve --ray`).
 
 Ray is an optional extra (`pip install 'vlash[fleet]'`): only this package imports it, and only vlash.cli imports
-this package, lazily.
+this package: `config` (no Ray, no torch) at once, for the flags of `vlash serve`, the rest lazily.
 """

@@ -1,7 +1,7 @@
 """The fleet as a Ray Serve application: an openpi ingress in front of N model replicas.
 
 serve run configs/ray/pi05_tiny.yaml      # Ray's CLI: imports build_app with the file's `args:`
-vlash serve --ray --policy pi05-tiny --random-weights --replicas 2 --openpi-port 8000
+vlash serve --ray --policy pi05-tiny --random-weights --num-replicas 2 --openpi-port 8000
 """
 
 from __future__ import annotations

@@ -1,22 +1,25 @@
 """`FleetConfig`: what a vlash fleet on Ray Serve runs. One object is the `args:` mapping of a `serve run` config
 (configs/ray/*.yaml, read by `vlash.fleet.app.build_app`) and what `vlash serve --ray` builds from its flags.
-No Ray here: a bad value fails before Ray starts anything."""
+No Ray and no torch here: a bad value fails before Ray starts anything, and `vlash serve` generates its fleet flags
+from these fields before torch is imported."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vlash.dataclass_io import dataclass_from_mapping
 from vlash.errors import ConfigError
-from vlash.policies.formats.base import CheckpointOptions
 from vlash.policies.pi05.config import Pi05Config, load_preset
-from vlash.runtime.loading import LoadedRuntime, load_runtime
 from vlash.sampling import Schedule
 from vlash.server.openpi_mapping import PROFILES, ObservationMap, load_map
 from vlash.thread_waits import server_wait_env
+
+if TYPE_CHECKING:
+    from vlash.policies.formats.base import CheckpointOptions
+    from vlash.runtime.loading import LoadedRuntime
 
 
 @dataclass
@@ -33,7 +36,7 @@ class FleetConfig:
     engine: str = "torch"  # torch, or the engine of an exported artifact
     compile_mode: str | None = None  # torch engine: torch.compile mode (default, max-autotune, ...); None: eager
     graphs: str | None = None  # torch engine on a GPU: CUDA graphs per "chunk" or per "step"; None: off
-    num_steps: int | None = None  # denoise steps; None: the policy's
+    steps: int | None = None  # denoise steps; None: the policy's
     schedule: str = "constant"  # default flow schedule: constant or horizon-aware
     # LeRobot / openpi directories: {tokenizer, model_config (preset or YAML), asset_id, state_in_prompt,
     # relative_mask [bool per action dim]}, as `vlash serve --tokenizer ...`
@@ -41,10 +44,10 @@ class FleetConfig:
     allow_failed_gate: bool = False  # serve a quantized artifact whose fidelity gate failed
     warm_up_runs: int = 2  # full requests each replica runs before it takes traffic
     # --- the model replicas
-    num_replicas: int = 1  # fixed replica count (ignored when autoscaling is set)
+    num_replicas: int = 1  # model replicas, a fixed count (ignored when autoscaling is set)
     autoscaling: dict[str, Any] | None = None  # Ray Serve's autoscaling_config: min_replicas, max_replicas, ...
     num_cpus: float = 1.0  # CPUs Ray reserves per replica
-    num_gpus: float = 0.0  # GPUs per replica: 1 for one replica per GPU
+    num_gpus: float = 0.0  # GPUs per model replica: 1 for one replica per GPU
     # requests @serve.batch hands to PolicyRuntime.run_batch at once (serve.batch's max_batch_size; capped by the
     # runtime's own max_batch where it has one), and its longest wait for more (batch_wait_timeout_s), as the
     # policy server's max_batch and batch_wait_ms
@@ -58,7 +61,7 @@ class FleetConfig:
     # never waits for CPUs the model replicas hold (as Serve's own HTTP proxy)
     ingress_num_cpus: float = 0.0
     openpi_profile: str = "auto"  # observation map: auto, droid, libero, aloha
-    openpi_map: str | None = None  # YAML observation map (configs/openpi/), read when the app is built
+    openpi_map_file: str | None = None  # YAML observation map (configs/openpi/), read when the app is built
     default_prompt: str | None = None  # instruction for observations without one
     infer_timeout_s: float = 30.0  # longest wait for one chunk, retries on a dead replica included
     observation_map: ObservationMap | None = field(default=None, init=False, repr=False)  # loaded map
@@ -81,8 +84,8 @@ class FleetConfig:
         _check_int(self, "unhealthy_after", 1)
         _check_int(self, "ingress_replicas", 1)
         _check_int(self, "warm_up_runs", 0)
-        if self.num_steps is not None:
-            _check_int(self, "num_steps", 1)
+        if self.steps is not None:
+            _check_int(self, "steps", 1)
         if self.max_ongoing_requests is not None:
             _check_int(self, "max_ongoing_requests", 1)
         for name in ("num_cpus", "num_gpus", "ingress_num_cpus", "batch_wait_ms"):
@@ -96,10 +99,10 @@ class FleetConfig:
             self.checkpoint_options = _checkpoint_options(self.checkpoint_options)
         if self.openpi_profile not in PROFILES:
             raise ConfigError(f"openpi_profile must be one of {list(PROFILES)}, got {self.openpi_profile!r}")
-        if self.openpi_map is not None:
+        if self.openpi_map_file is not None:
             if self.openpi_profile != "auto":
-                raise ConfigError(f"give openpi_map or openpi_profile, not both (got {self.openpi_profile!r})")
-            self.observation_map = load_map(self.openpi_map)
+                raise ConfigError(f"give openpi_map_file or openpi_profile, not both (got {self.openpi_profile!r})")
+            self.observation_map = load_map(self.openpi_map_file)
         else:
             self.observation_map = PROFILES[self.openpi_profile]
 
@@ -107,7 +110,7 @@ class FleetConfig:
     def from_mapping(cls, args: Any, source: str = "fleet args") -> FleetConfig:
         """From `serve run`'s `args:` mapping; ConfigError naming unknown or bad keys."""
         if isinstance(args, dict) and "observation_map" in args:
-            raise ConfigError(f"{source}: give openpi_map (a YAML file) or openpi_profile, not observation_map")
+            raise ConfigError(f"{source}: give openpi_map_file (a YAML file) or openpi_profile, not observation_map")
         return dataclass_from_mapping(cls, args, source, "fleet", ConfigError)
 
     @property
@@ -126,6 +129,8 @@ class FleetConfig:
 
     def load(self) -> LoadedRuntime:
         """The runtime this config names (on a replica: the weights load here)."""
+        from vlash.runtime.loading import load_runtime  # extra: server
+
         return load_runtime(
             self.policy,
             self.checkpoint,
@@ -133,7 +138,7 @@ class FleetConfig:
             self.device,
             self.dtype,
             self.engine,
-            self.num_steps,
+            self.steps,
             self.schedule,
             self.checkpoint_options,
             allow_failed_gate=self.allow_failed_gate,
@@ -144,6 +149,8 @@ class FleetConfig:
 
 def _checkpoint_options(doc: dict) -> CheckpointOptions:
     """`checkpoint_options:` of a YAML file (what the --tokenizer, --model-config, ... flags give)."""
+    from vlash.policies.formats.base import CheckpointOptions  # extra: server
+
     options = dataclass_from_mapping(CheckpointOptions, dict(doc), "checkpoint_options", "options", ConfigError)
     model_config = options.model_config
     if model_config is not None and not isinstance(model_config, Pi05Config):

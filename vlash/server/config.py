@@ -1,11 +1,11 @@
-"""Settings of the policy server (`vlash serve` flags map onto these)."""
+"""Settings of the policy server: `vlash serve`'s flags are generated from these fields (vlash.cli.config_flags)."""
 
 from __future__ import annotations
 
 import ipaddress
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vlash.errors import ConfigError
@@ -20,6 +20,7 @@ TCP_ENDPOINT = re.compile(
 )
 LOCAL_TRANSPORTS = ("ipc://", "inproc://")  # never reachable from another machine
 MAX_BATCH = 64  # largest max_batch (bounds the STATS histogram of batch sizes)
+SCHEDULES = tuple(s.value for s in Schedule)  # the flow schedules a server may default to
 
 
 @dataclass
@@ -27,15 +28,16 @@ class ServerConfig:
     """How `PolicyServer` listens and serves."""
 
     bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint (tcp://host:port, ipc://path); localhost by default
-    schedule: str = "constant"  # default flow schedule when a request names none
-    num_steps: int | None = None  # denoise steps; None: the policy's default
+    # the flow schedule of a request that names none
+    schedule: str = field(default="constant", metadata={"choices": SCHEDULES})
+    steps: int | None = None  # denoise steps; None: the policy's default
     inject_latency_ms: float = 0.0  # extra time per batch, spread over prefill + steps (emulates a slower GPU)
     control_rate_hz: float | None = None  # hint in Metadata; None: the policy's metadata or 50 Hz
     curve_keys: Path | None = None  # directory with server.key / server.key_secret: CurveZMQ on
     allow_dir: Path | None = None  # directory of allowed client public keys (*.key); required with curve_keys
-    # serve unauthenticated clients where that needs saying (`check_unauthenticated`): a non-loopback `bind` without
-    # curve_keys, and an openpi endpoint (OpenpiConfig.check_access) on a non-loopback host or beside curve_keys.
-    # Off: those are a ConfigError (`vlash serve --insecure` turns it on)
+    # serve unauthenticated clients where that needs saying: a non-loopback bind without curve_keys, an openpi
+    # endpoint on a non-loopback host or beside curve_keys (anyone who reaches it can drive the robot). Off: those
+    # are a ConfigError (check_unauthenticated)
     insecure: bool = False
     # times in a row a client's newer request may cancel its running one (newest wins); after that the running
     # one finishes and the newest waits (vlash.server.jobs). 0: a running request is never cancelled by a newer one
@@ -61,8 +63,8 @@ class ServerConfig:
             self.schedule = Schedule(self.schedule).value
         except ValueError:
             raise ConfigError(f"schedule must be one of {[s.value for s in Schedule]}, got {self.schedule!r}") from None
-        if self.num_steps is not None and (not isinstance(self.num_steps, int) or self.num_steps < 1):
-            raise ConfigError(f"num_steps must be None or an int >= 1, got {self.num_steps!r}")
+        if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
+            raise ConfigError(f"steps must be None or an int >= 1, got {self.steps!r}")
         lat = self.inject_latency_ms
         if not (isinstance(lat, int | float) and math.isfinite(lat) and 0 <= lat <= 60_000):
             raise ConfigError(f"inject_latency_ms must be in [0, 60000], got {lat!r}")
@@ -98,7 +100,7 @@ class ServerConfig:
         if type(self.insecure) is not bool:
             raise ConfigError(f"insecure must be a bool, got {self.insecure!r}")
         if self.curve_keys is None:
-            fix = "create keys with `vlash keys` and pass --curve-keys/--allow"
+            fix = "create keys with `vlash keys` and pass --curve-keys/--allow-dir"
             check_unauthenticated(f"bind {self.bind}", not self.is_local, False, self.insecure, fix)
 
     @property
@@ -135,7 +137,7 @@ def check_unauthenticated(endpoint: str, reachable: bool, server_has_keys: bool,
         )
     if server_has_keys:
         raise ConfigError(
-            f"{endpoint} has no authentication while --curve-keys/--allow require it of ZeroMQ clients, so any "
+            f"{endpoint} has no authentication while --curve-keys/--allow-dir require it of ZeroMQ clients, so any "
             f"process on this machine could drive the robot past the allow-list: {fix}, or pass --insecure to serve "
             "it anyway"
         )
@@ -174,25 +176,28 @@ class OpenpiConfig:
 
     host: str = "127.0.0.1"  # interface to listen on; loopback unless another one is asked for
     port: int = 8000  # TCP port (openpi's default); 0 picks a free one
-    profile: str = "auto"  # observation map: one of PROFILES ("auto" detects droid, libero, aloha or vlash-native)
-    map_file: Path | None = None  # YAML observation map for other robots (instead of a profile)
+    # observation keys: a profile, or auto (detects droid, libero, aloha or vlash-native)
+    profile: str = field(default="auto", metadata={"choices": tuple(PROFILES)})
+    map_file: Path | None = None  # YAML observation map for other robots (configs/openpi/), instead of a profile
     default_prompt: str | None = None  # instruction for observations without a prompt
     infer_timeout_s: float = 30.0  # longest wait for one chunk from the policy server; then an error reply
     max_message_bytes: int = 64 * 1024 * 1024  # largest observation frame accepted (openpi sets no limit)
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
-            raise ConfigError(f"openpi host must be a host name or address, got {self.host!r}")
+            raise ConfigError(f"OpenpiConfig.host must be a host name or address, got {self.host!r}")
         if type(self.port) is not int or not 0 <= self.port <= 65535:
-            raise ConfigError(f"openpi port must be an int in [0, 65535], got {self.port!r}")
+            raise ConfigError(f"OpenpiConfig.port must be an int in [0, 65535], got {self.port!r}")
         if self.profile not in PROFILES:
-            raise ConfigError(f"openpi profile must be one of {list(PROFILES)}, got {self.profile!r}")
+            raise ConfigError(f"OpenpiConfig.profile must be one of {list(PROFILES)}, got {self.profile!r}")
         if self.map_file is not None:
             self.map_file = Path(self.map_file)
             if self.profile != "auto":
-                raise ConfigError(f"give an openpi map file or a profile, not both (got {self.profile!r})")
+                raise ConfigError(
+                    f"give OpenpiConfig.map_file or OpenpiConfig.profile, not both (got {self.profile!r})"
+                )
             if not self.map_file.is_file():
-                raise ConfigError(f"openpi map file {str(self.map_file)!r} does not exist")
+                raise ConfigError(f"OpenpiConfig.map_file {str(self.map_file)!r} does not exist")
             load_map(self.map_file)  # fail at setup, before a policy loads
         timeout = self.infer_timeout_s
         if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):

@@ -42,7 +42,9 @@ class CurveServer:
     @property
     def note(self) -> str:
         return (
-            " (CurveZMQ on, clients allow-listed)" if self.enabled else " without CurveZMQ: pass --curve-keys/--allow"
+            " (CurveZMQ on, clients allow-listed)"
+            if self.enabled
+            else " without CurveZMQ: pass --curve-keys/--allow-dir"
         )
 
     def start(self) -> None:

@@ -51,7 +51,7 @@ class Mapped:
 
 @dataclass(frozen=True)
 class ObservationMap:
-    """How one robot's openpi observation maps onto a policy: the schema of an --openpi-map YAML file."""
+    """How one robot's openpi observation maps onto a policy: the schema of an --openpi-map-file YAML file."""
 
     name: str  # shown in errors and in the metadata frame
     cameras: dict[str, str]  # observation key -> policy camera name
@@ -230,7 +230,7 @@ def resolve(observation: dict[str, Any], metadata: Metadata) -> ObservationMap:
     names = [m.name for m in (matching or candidates)]
     what = f"fit several maps {names}" if matching else f"fit none of the maps {names}"
     raise ObservationError(
-        f"auto: observation keys {key_list(keys)} {what}; name one with --openpi-profile or --openpi-map"
+        f"auto: observation keys {key_list(keys)} {what}; name one with --openpi-profile or --openpi-map-file"
     )
 
 

@@ -141,7 +141,7 @@ class InferenceWorker(threading.Thread):
                 job.failure = exc
 
     def _pace(self, jobs: list[Job]) -> Callable[[int], None] | None:
-        """Emulated device time (--inject-latency): one stage for the prefill, one per denoise step, cut short once
+        """Emulated device time (--inject-latency-ms): one stage for the prefill, one per denoise step, cut short once
         no job is left running; each job running counts what was spent (its reply's `injected_ms`)."""
         if self._stage_s <= 0:
             return None
@@ -184,7 +184,7 @@ class InferenceWorker(threading.Thread):
         timing = {"queue_ms": job.queue_ms, **outcome.timing_ms}
         timing.update({f"step_{i}_ms": ms for i, ms in enumerate(outcome.step_ms)})
         timing["server_ms"] = (time.monotonic_ns() - job.received_ns) / 1e6
-        if self._stage_s > 0:  # of which emulated (--inject-latency): what a slower device would have added
+        if self._stage_s > 0:  # of which emulated (--inject-latency-ms): what a slower device would have added
             timing["injected_ms"] = job.injected_ms
         first_action_ms = job.queue_ms + outcome.timing_ms["first_action_ms"]
         # rows [0, final_rows): the whole chunk, or the rows an early stop left final (docs/PROTOCOL.md, ACTIONS)

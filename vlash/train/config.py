@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from vlash.train.errors import ConfigError
 from vlash.train.samples import SampleSpec
@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 DEFAULT_TASKS = ("reach", "track", "whack", "intercept")
 # TrainConfig.action_norm (vlash.policies.processing.normalization.NormMode values)
-ACTION_NORMS = ("QUANTILES", "MEAN_STD", "MIN_MAX")
+ActionNorm = Literal["QUANTILES", "MEAN_STD", "MIN_MAX"]
+ACTION_NORMS: tuple[str, ...] = get_args(ActionNorm)
 
 # the training-only heads (vlash.train.vision_aux, trainer.Auxiliaries) and the TrainConfig field of each one's weight
 AUX_WEIGHTS = {
@@ -62,7 +63,7 @@ class TrainConfig:
     # MEAN_STD for velocity actions, QUANTILES otherwise. Velocity labels are mostly zero (holding): scaled to [-1, 1]
     # by their range or quantiles their variance is ~0.06, so the flow loss of a model that ignores the observation
     # is already ~0.06 and the labels barely steer training; MEAN_STD gives them unit variance
-    action_norm: str | None = None
+    action_norm: ActionNorm | None = None
     only_successful: bool = True  # train on the episodes the expert solved only
     num_threads: int = 2  # torch CPU threads, >= 1
     # torch.compile the training forward (Pi05Model.forward_joint): ~1.6x faster steps on CPU after a one-off
