@@ -16,7 +16,7 @@ from vlash.engines.base import Engine
 from vlash.eval.episode import EpisodeRunner
 from vlash.eval.link import LinkTiming
 from vlash.eval.metrics import episode_metrics
-from vlash.eval.policies import ModelPolicy
+from vlash.eval.policies import LearnedPolicy
 from vlash.planar_arm import forward
 from vlash.policies.formats.base import LoadedPolicy
 from vlash.runtime.policy_runtime import PolicyRuntime
@@ -44,7 +44,7 @@ def rollout_stats(
     `engine` None runs the policy's own torch model."""
     from vlash.sim import make_env  # extra: sim
 
-    chunk_policy = ModelPolicy(policy)
+    chunk_policy = LearnedPolicy(policy)
     if engine is not None:  # same request path, other engine
         chunk_policy.runtime = PolicyRuntime(policy, engine, num_steps=chunk_policy.num_steps)
     results = []

@@ -34,7 +34,7 @@ from vlash.fleet.app import APP_NAME, auto_replica_gpus, build_app, fleet_app  #
 from vlash.fleet.batch import RequestFailed, replies  # noqa: E402
 from vlash.fleet.config import FleetConfig  # noqa: E402
 from vlash.fleet.ingress import MAX_RETRIES, OpenpiIngress  # noqa: E402
-from vlash.fleet.model import PolicyModel  # noqa: E402
+from vlash.fleet.model import ModelReplica  # noqa: E402
 from vlash.runtime.policy_runtime import ChunkRequest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +105,7 @@ def test_one_run_batch_call_per_batch_and_its_failure_fails_every_request():
 
 
 def test_health_fails_after_failed_batches_in_a_row_or_a_hung_batch():
-    model = object.__new__(PolicyModel.func_or_class)  # the health logic only, no runtime
+    model = object.__new__(ModelReplica.func_or_class)  # the health logic only, no runtime
     model.config = FleetConfig(policy="pi05-tiny", random_weights=True, unhealthy_after=2, infer_timeout_s=1.0)
     model.failures_in_a_row, model.broken, model._batch_started = 0, None, None
     bug, bad = RequestFailed("RuntimeError: x", internal=True), RequestFailed("bad state", internal=False)
@@ -421,7 +421,7 @@ def _replicas() -> list[str]:
     return sorted(
         a["name"]
         for a in ray.util.list_named_actors(all_namespaces=True)
-        if a["namespace"] == "serve" and "PolicyModel" in a["name"]
+        if a["namespace"] == "serve" and "ModelReplica" in a["name"]
     )
 
 
@@ -436,7 +436,7 @@ def _busy_replica(names: list[str]) -> str:
 
 
 def _running_replicas() -> int:
-    deployment = serve.status().applications[APP_NAME].deployments["PolicyModel"]
+    deployment = serve.status().applications[APP_NAME].deployments["ModelReplica"]
     return deployment.replica_states.get("RUNNING", 0)
 
 

@@ -194,7 +194,7 @@ class ChunkExecutor(ReplyHandling):
         return self.metadata
 
     def _launch(self, step: int, observation: dict, now: int) -> None:
-        meta, q = self._meta(), self.config.quantization
+        meta, q = self._meta(), self.config.action_stride
         state = self._sent_state(np.asarray(observation["state"], np.float32))
         d = self._launch_delay()
         plan = self._first_plan(step) if self.current is None else self._plan(step, state, d)
@@ -249,7 +249,7 @@ class ChunkExecutor(ReplyHandling):
         return state
 
     def _activate(self, step: int) -> None:
-        req, q = self.pending, self.config.quantization
+        req, q = self.pending, self.config.action_stride
         if req is None or step < req.record.planned_switch_step:
             return
         index = req.index_for(step, q)

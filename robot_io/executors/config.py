@@ -30,7 +30,7 @@ class ExecutorConfig:
 
     mode: ExecutionMode = "vlash"  # chunk execution mode (docs/METHODS.md, "Execution modes")
     execution_horizon: int = 10  # s: control steps of a chunk that run before the next one takes over
-    quantization: int = 1  # q: execute every q-th chunk action (the chunk index advances q per step)
+    action_stride: int = 1  # q: run every q-th chunk action, the index advancing q per step (VLASH: "quantization")
     initial_delay: int = 3  # d0: delay in control steps used until request latencies are measured
     delay_window: int = 20  # request latencies kept for the online delay estimate
     delay_percentile: float = 95.0  # d = ceil(this percentile of recent latencies / period)
@@ -66,7 +66,7 @@ class ExecutorConfig:
             raise ValueError(
                 f"ExecutorConfig.on_link_loss must be one of {LINK_LOSS_POLICIES}, got {self.on_link_loss!r}"
             )
-        for name in ("execution_horizon", "quantization", "delay_window", "record_window", "ensemble_every"):
+        for name in ("execution_horizon", "action_stride", "delay_window", "record_window", "ensemble_every"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"ExecutorConfig.{name} must be an int >= 1, got {value!r}")
@@ -97,16 +97,16 @@ class ExecutorConfig:
         (the next one would arrive after the running one ran out); faster waits only for its first rows and asks
         for s + d rows, so it re-plans as often as its wait allows; ensemble: d * q < H."""
         if self.mode == "ensemble":
-            return (chunk_length - 1) // self.quantization
-        fit = chunk_length // self.quantization - self.execution_horizon
+            return (chunk_length - 1) // self.action_stride
+        fit = chunk_length // self.action_stride - self.execution_horizon
         return fit if self.mode in ("sync", "faster") else min(self.execution_horizon, fit)
 
     def check_chunk_length(self, chunk_length: int) -> None:
         """Raise ShapeError (a ValueError) when (s + 1) * q indices (the least any mode needs) exceed the chunk: found
         at the handshake, so typed like the other robot/policy mismatches (one line from `vlash run`)."""
-        need = (self.execution_horizon + 1) * self.quantization
+        need = (self.execution_horizon + 1) * self.action_stride
         if need > chunk_length:
             raise ShapeError(
-                f"(s + 1) * q = ({self.execution_horizon} + 1) * {self.quantization} = {need} chunk indices needed, "
-                f"the policy's chunk has {chunk_length}; lower --execution-horizon or --quantization"
+                f"(s + 1) * q = ({self.execution_horizon} + 1) * {self.action_stride} = {need} chunk indices needed, "
+                f"the policy's chunk has {chunk_length}; lower --execution-horizon or --action-stride"
             )

@@ -1,7 +1,7 @@
 """The execution modes: when to request, what to send, how the new chunk takes over (docs/METHODS.md).
 
 A request at step k carries the observation of step k; d is the online delay estimate; s the execution
-horizon; q the quantization. Every mode's first request (nothing running) is sync: hold, run from index 0.
+horizon; q the action stride. Every mode's first request (nothing running) is sync: hold, run from index 0.
 `delay_steps` on the wire is d * q: the chunk indices that run before the new chunk takes over.
 
     sync      request when the running chunk has run s steps; hold until the reply; run it from index 0
@@ -53,7 +53,7 @@ class NaiveExecutor(ChunkExecutor):
 
     def _aligned(self, step: int, d: int, infer: dict) -> dict:
         """Switch at step + d running index d*q (chunk index 0 is the request time)."""
-        q = self.config.quantization
+        q = self.config.action_stride
         return dict(infer=dict(delay_steps=d * q, **infer), switch_step=step + d, first_index=d * q, align=True,
                     delay=d, mode=self.mode)  # fmt: skip
 
@@ -74,7 +74,7 @@ class VlashExecutor(ChunkExecutor):
             rolled = np.asarray(state, np.float32).copy()
             rolled[idx] = future
             future = rolled
-        q = self.config.quantization
+        q = self.config.action_stride
         return dict(infer=dict(future_state=future, delay_steps=d * q), switch_step=step + d, first_index=0,
                     align=True, delay=d, mode=self.mode)  # fmt: skip
 
@@ -84,7 +84,7 @@ class PrefixExecutor(NaiveExecutor):
     schedule = "constant"
 
     def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
-        prefix = self.current.window(step, d * self.config.quantization)
+        prefix = self.current.window(step, d * self.config.action_stride)
         if prefix is None:
             return None
         return self._aligned(step, d, dict(prefix=prefix, schedule=self.schedule))
@@ -114,7 +114,7 @@ class FasterExecutor(PrefixExecutor):
         return plan
 
     def _usable(self, req: PendingRequest, index: int) -> bool:
-        stop = index + (self.config.quantization if self.config.relative else 1)
+        stop = index + (self.config.action_stride if self.config.relative else 1)
         return bool(req.final[index:stop].all())
 
     def _rows_to_run(self, d: int) -> int:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from robot_io.protocol import Infer
-from vlash.eval.policies import ModelPolicy
+from vlash.eval.policies import LearnedPolicy
 from vlash.policies.formats.loading import load_policy
 from vlash.policies.names.shipped import shipped_policy_dir
 from vlash.sim import make_env
@@ -25,7 +25,7 @@ def test_shipped_policy_loads_and_acts_from_the_state_it_is_given(name, augmente
     assert policy.processor.relative  # chunks relative to the state the request carries
     env = make_env("reach", seed=3)
     obs, _ = env.reset(seed=3)
-    chunk_policy = ModelPolicy(policy)
+    chunk_policy = LearnedPolicy(policy)
     plan = chunk_policy.planner(env, lambda step: None, 1)
     images = {chunk_policy.camera: obs["image"]}
     state = np.asarray(obs["state"], np.float32)

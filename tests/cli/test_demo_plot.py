@@ -10,7 +10,7 @@ from robot_io.control import SimulatedClock
 from robot_io.executors import ExecutorConfig
 from robot_io.runner import RunConfig, Runner
 from tests.fakes import PointArm, point_metadata, ramp_planner
-from vlash.sim.policy_link import FakePolicyClient
+from vlash.sim.policy_link import SimulatedPolicyLink
 
 pytest.importorskip("matplotlib")
 from vlash.demo.plot import demo_figure, plot_demo  # noqa: E402  (matplotlib is the simulator extra's)
@@ -18,7 +18,7 @@ from vlash.demo.plot import demo_figure, plot_demo  # noqa: E402  (matplotlib is
 
 def run(mode: str, latency_s: float):
     clock = SimulatedClock()
-    client = FakePolicyClient(ramp_planner(20), point_metadata(), clock, latency_s)
+    client = SimulatedPolicyLink(ramp_planner(20), point_metadata(), clock, latency_s)
     config = RunConfig(ExecutorConfig(mode, execution_horizon=5, initial_delay=2), rate_hz=30.0, duration_s=3.0)
     return Runner(PointArm(episode_steps=40), client, config, clock).run()
 

@@ -45,7 +45,7 @@ def test_an_old_spelling_is_refused_naming_the_new_one(name, old, new, capsys):
 
 
 def test_the_renames_cover_the_commands_that_renamed_flags():
-    assert {name for name, _, _ in RENAMED} == {"run", "demo", "serve", "train"}
+    assert {name for name, _, _ in RENAMED} == {"run", "demo", "serve", "train", "eval"}
 
 
 def doc_commands() -> list[tuple[str, list[str]]]:

@@ -72,8 +72,8 @@ class RecordingPolicy:
         self.inner, self.horizon, self.num_steps, self.camera = inner, inner.horizon, inner.num_steps, inner.camera
         self.requests: list[Request] = []
 
-    def planner(self, env, commanded, quantization: int):
-        inner = self.inner.planner(env, commanded, quantization)
+    def planner(self, env, commanded, action_stride: int):
+        inner = self.inner.planner(env, commanded, action_stride)
         self.requests = []
 
         def plan(infer: Infer) -> PlanResult:
@@ -93,6 +93,6 @@ def run_ramp(mode: str, delay: int, s: int = 10, q: int = 1, env: RampEnv | None
     """(trace, recording policy) of one RampEnv episode under the scripted-expert oracle; d is LinkTiming's (the
     executor's initial estimate is set by the episode, so 1 is valid for every s)."""
     policy = RecordingPolicy(OraclePolicy(horizon=50))
-    config = ExecutorConfig(mode=mode, execution_horizon=s, quantization=q, initial_delay=1, **executor)
+    config = ExecutorConfig(mode=mode, execution_horizon=s, action_stride=q, initial_delay=1, **executor)
     trace = EpisodeRunner(env or RampEnv(), policy, config, LinkTiming(delay)).run(0)
     return trace, policy

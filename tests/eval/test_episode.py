@@ -67,7 +67,7 @@ def test_a_zero_latency_reply_runs_in_the_step_of_its_request(mode):
     assert all(r.infer.delay_steps == 0 for r in policy.requests)
 
 
-def test_quantization_runs_every_qth_index_and_commits_d_times_q():
+def test_an_action_stride_runs_every_qth_index_and_commits_d_times_q():
     trace, policy = run_ramp("prefix", delay=2, s=10, q=2)
     second = policy.requests[1].infer
     assert second.delay_steps == 4 and len(second.prefix) == 4 and second.execution_horizon == 20
@@ -120,8 +120,8 @@ class ShortChunks:
         self.inner, self.rows = OraclePolicy(), rows
         self.horizon, self.num_steps, self.camera = self.inner.horizon, self.inner.num_steps, self.inner.camera
 
-    def planner(self, env, commanded, quantization):
-        inner = self.inner.planner(env, commanded, quantization)
+    def planner(self, env, commanded, action_stride):
+        inner = self.inner.planner(env, commanded, action_stride)
 
         def plan(infer):
             result = inner(infer)

@@ -42,7 +42,7 @@ def test_untimed_tasks_plot_completion_time_instead_of_an_empty_panel(tmp_path):
 
 def test_the_table_names_the_settings_the_seeds_and_the_missed_steps():
     cfg = SweepConfig(task="reach", policy="oracle", modes=("vlash",), delays=(2,), episodes=2,
-                      executor=ExecutorConfig(mode="vlash", state_source="commanded", quantization=2),
+                      executor=ExecutorConfig(mode="vlash", state_source="commanded", action_stride=2),
                       timing=LinkTiming(0), seed=SEED_SPLITS["report"])  # fmt: skip
     episodes = [EpisodeMetrics("reach", "vlash", 2, SEED_SPLITS["report"] + i, i == 0, 30, 1.0 + i) for i in (0, 1)]
     episodes[1].missed_steps = 7

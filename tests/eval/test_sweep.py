@@ -122,14 +122,14 @@ def test_an_ensemble_delay_past_the_chunk_fails_in_the_parent(no_pool):
 
 
 def test_every_cell_runs_the_same_seeds_with_its_own_mode_and_delay():
-    executor, timing = ExecutorConfig(mode="sync", quantization=2), LinkTiming(0, prefill_share=0.3)
+    executor, timing = ExecutorConfig(mode="sync", action_stride=2), LinkTiming(0, prefill_share=0.3)
     cfg = config(modes=("sync", "faster"), delays=(0, 3), episodes=2, seed=SEED_SPLITS["report"], executor=executor,
                  timing=timing)  # fmt: skip
     jobs = jobs_for(cfg)
     cells = {(ex.mode, timing.delay): [seed for _, e, t, seed in jobs if (e.mode, t.delay) == (ex.mode, timing.delay)]
              for _, ex, timing, _ in jobs}  # fmt: skip
     assert cells == {cell: [100_000, 100_001] for cell in [("sync", 0), ("sync", 3), ("faster", 0), ("faster", 3)]}
-    assert all(ex.quantization == 2 and timing.prefill_share == 0.3 for _, ex, timing, _ in jobs)
+    assert all(ex.action_stride == 2 and timing.prefill_share == 0.3 for _, ex, timing, _ in jobs)
 
 
 def test_a_worker_that_dies_is_one_line(monkeypatch):
@@ -151,10 +151,10 @@ def test_a_worker_that_dies_is_one_line(monkeypatch):
         run_sweep(config())
 
 
-@pytest.mark.parametrize("quantization", [1, 2, 3])
+@pytest.mark.parametrize("action_stride", [1, 2, 3])
 @pytest.mark.parametrize("mode", ["naive", "vlash", "prefix", "rtc", "ensemble"])
-def test_the_sweep_accepts_exactly_the_delays_the_executor_plans_with(mode, quantization):
-    executor, horizon = ExecutorConfig(mode=mode, execution_horizon=5, quantization=quantization), 50
+def test_the_sweep_accepts_exactly_the_delays_the_executor_plans_with(mode, action_stride):
+    executor, horizon = ExecutorConfig(mode=mode, execution_horizon=5, action_stride=action_stride), 50
     bound = executor.max_delay(horizon)  # what the robot's delay estimate is clamped to
     for delay in range(0, 60):
         if delay <= bound:

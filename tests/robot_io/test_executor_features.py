@@ -10,11 +10,11 @@ import pytest
 
 from robot_io.executors import ExecutorConfig
 from tests.robot_io.test_executors import PERIOD, Harness, metadata, plan
-from vlash.sim.policy_link import FakePolicyClient, PlannedChunk
+from vlash.sim.policy_link import PlannedChunk, SimulatedPolicyLink
 
 
 def test_rtc_sends_the_running_chunks_leftover_as_guidance_and_delay_d_times_q():
-    h = Harness(mode="rtc", execution_horizon=5, initial_delay=2, quantization=2, latency_s=0.15).run(10)
+    h = Harness(mode="rtc", execution_horizon=5, initial_delay=2, action_stride=2, latency_s=0.15).run(10)
     first, second = plan(h.client.requests[0]), h.client.requests[1]
     assert h.executor.records[0].switch_step == 2 and second.step_index == 2 + 5 - 2
     np.testing.assert_array_equal(second.guidance, first[6:])  # index (5 - 2) * 2 runs at step 5: the leftover
@@ -68,8 +68,8 @@ def test_velocity_actions_roll_the_future_state_by_period_times_the_executed_rat
     np.testing.assert_allclose(second.future_state, expected, rtol=1e-6)
 
 
-def test_velocity_actions_with_quantization_command_the_sum_of_q_rates():
-    h = Harness(mode="naive", execution_horizon=4, initial_delay=2, action_kind="velocity", quantization=2).run(5)
+def test_velocity_actions_with_an_action_stride_command_the_sum_of_q_rates():
+    h = Harness(mode="naive", execution_horizon=4, initial_delay=2, action_kind="velocity", action_stride=2).run(5)
     first = plan(h.client.requests[0])
     np.testing.assert_allclose(h.actions[3], first[0] + first[1])  # a rate per index: q of them in one step
     np.testing.assert_allclose(h.actions[4], first[2] + first[3])
@@ -103,7 +103,7 @@ def test_a_zero_latency_reply_runs_in_the_tick_of_its_request():
 
 def _stopping_early(h: Harness, rows: int, pieces=()) -> Harness:
     """Replace the link by one whose final message carries only `rows` rows (the server's early stop)."""
-    h.client = FakePolicyClient(lambda infer: PlannedChunk(plan(infer), pieces, rows), metadata(), h.clock, 0.25)
+    h.client = SimulatedPolicyLink(lambda infer: PlannedChunk(plan(infer), pieces, rows), metadata(), h.clock, 0.25)
     h.executor.client = h.client
     return h
 
@@ -136,7 +136,7 @@ def test_faster_asks_again_when_its_prefix_was_not_final_at_the_due_step():
         return PlannedChunk(plan(infer), pieces=((0.3, c + 1), (0.6, c + 2)), rows=c + 2)
 
     h = Harness(mode="faster", execution_horizon=2, initial_delay=2)
-    h.client = FakePolicyClient(planner, metadata(), h.clock, 0.5)
+    h.client = SimulatedPolicyLink(planner, metadata(), h.clock, 0.5)
     h.executor.client = h.client
     h.run(12)
     assert h.executor.records[0].switch_step == 2 and h.executor.delay_steps() == 2

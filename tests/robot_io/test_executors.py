@@ -10,7 +10,7 @@ import pytest
 from robot_io.control import ControlLoop, SimulatedClock
 from robot_io.executors import DelayEstimator, ExecutorConfig, make_executor
 from robot_io.protocol import Actions, CameraSpec, Error, ErrorCode, Infer, Metadata
-from vlash.sim.policy_link import FakePolicyClient
+from vlash.sim.policy_link import SimulatedPolicyLink
 
 PERIOD = 0.1  # 10 Hz: latencies below read as whole steps
 H, J = 30, 2
@@ -31,7 +31,7 @@ class Harness:
 
     def __init__(self, latency_s=0.25, stream=(), **config):
         self.clock = SimulatedClock()
-        self.client = FakePolicyClient(plan, metadata(), self.clock, latency_s, stream)
+        self.client = SimulatedPolicyLink(plan, metadata(), self.clock, latency_s, stream)
         self.executor = make_executor(self.client, ExecutorConfig(**config), PERIOD, self.clock)
         self.executor.start()
         self.actions: dict[int, np.ndarray | None] = {}
@@ -82,8 +82,8 @@ def test_vlash_delta_actions_roll_the_state_forward_by_the_executed_increments()
     np.testing.assert_allclose(second.future_state, expected)
 
 
-def test_delta_actions_with_quantization_command_the_sum_of_q_increments():
-    h = Harness(mode="naive", execution_horizon=4, initial_delay=2, action_kind="delta", quantization=2).run(4)
+def test_delta_actions_with_an_action_stride_command_the_sum_of_q_increments():
+    h = Harness(mode="naive", execution_horizon=4, initial_delay=2, action_kind="delta", action_stride=2).run(4)
     first = plan(h.client.requests[0])
     np.testing.assert_allclose(h.actions[3], first[0] + first[1])  # chunk started at step 3 (0.25 s)
 
@@ -98,8 +98,8 @@ def test_prefix_sends_the_committed_prefix_and_gets_it_back_bit_exact():
     assert h.executor.records[1].prefix_len == 3
 
 
-def test_quantization_executes_every_qth_action_and_scales_the_overlap():
-    h = Harness(mode="prefix", execution_horizon=5, initial_delay=2, quantization=2, latency_s=0.15).run(12)
+def test_an_action_stride_executes_every_qth_action_and_scales_the_overlap():
+    h = Harness(mode="prefix", execution_horizon=5, initial_delay=2, action_stride=2, latency_s=0.15).run(12)
     assert [h.chunk_at(k) for k in (2, 3, 4)] == [(1, 0), (1, 2), (1, 4)]
     second = h.client.requests[1]
     assert second.step_index == 2 + 5 - 2
@@ -153,7 +153,7 @@ def test_a_reset_while_the_running_chunk_streams_is_marked_and_its_late_replies_
     assert h.executor.counts["stale"] >= 1 and h.executor.records[2].mode == "sync"  # the episode starts afresh
 
 
-class NonCancellingClient(FakePolicyClient):
+class NonCancellingClient(SimulatedPolicyLink):
     """A server that keeps streaming a request after the same client's next one arrives (the protocol allows it;
     vlash's server cancels it and says DROPPED)."""
 
@@ -252,4 +252,4 @@ def test_config_errors_name_the_bad_value():
     with pytest.raises(ValueError, match="initial_delay 6 > execution_horizon 5"):
         ExecutorConfig(mode="naive", execution_horizon=5, initial_delay=6)
     with pytest.raises(ValueError, match=r"\(s \+ 1\) \* q"):
-        ExecutorConfig(execution_horizon=20, quantization=2).check_chunk_length(30)
+        ExecutorConfig(execution_horizon=20, action_stride=2).check_chunk_length(30)

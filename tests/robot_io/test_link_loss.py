@@ -15,7 +15,7 @@ from robot_io.executors import ExecutorConfig
 from robot_io.executors.link import LinkWatch
 from robot_io.runner import RunConfig, Runner
 from tests.fakes import PointArm, point_metadata, ramp_planner
-from vlash.sim.policy_link import FakePolicyClient
+from vlash.sim.policy_link import SimulatedPolicyLink
 
 RATE, H = 30.0, 30
 LINK_TIMEOUT_S = 0.1  # 3 periods: lost at the 4th tick after the unanswered request (3 periods is 99.99 ms)
@@ -26,7 +26,7 @@ def link_lines(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.getMessage().startswith("policy link ")]
 
 
-def silent_after(client: FakePolicyClient, answered: int, back_at_step: int | None = None, runner=None):
+def silent_after(client: SimulatedPolicyLink, answered: int, back_at_step: int | None = None, runner=None):
     """The server answers `answered` requests, then swallows every request (until step `back_at_step`)."""
     original = client.submit
 
@@ -41,7 +41,7 @@ def silent_after(client: FakePolicyClient, answered: int, back_at_step: int | No
 def runner_for(on_link_loss: str, duration_s: float = 2.0, mode: str = "vlash", **executor) -> Runner:
     executor = {"link_timeout_s": LINK_TIMEOUT_S, **executor}
     clock = SimulatedClock()
-    client = FakePolicyClient(ramp_planner(H), point_metadata(chunk_length=H), clock, latency_s=0.05)
+    client = SimulatedPolicyLink(ramp_planner(H), point_metadata(chunk_length=H), clock, latency_s=0.05)
     config = ExecutorConfig(mode, execution_horizon=5, initial_delay=2, adapt_delay=False,
                             on_link_loss=on_link_loss, **executor)  # fmt: skip
     return Runner(PointArm(), client, RunConfig(config, rate_hz=RATE, duration_s=duration_s), clock)

@@ -12,7 +12,7 @@ from robot_io.control import SimulatedClock
 from robot_io.executors import ExecutorConfig
 from robot_io.runner import RunConfig, Runner
 from tests.fakes import PointArm, point_metadata, ramp_planner
-from vlash.sim.policy_link import FakePolicyClient
+from vlash.sim.policy_link import SimulatedPolicyLink
 
 RATE = 30.0
 
@@ -38,7 +38,7 @@ class CountingTrace:
 
 def long_runner(ticks: int, status=None, traces=()) -> Runner:
     clock = SimulatedClock()
-    client = FakePolicyClient(ramp_planner(20), point_metadata(), clock, latency_s=0.05, history=4)
+    client = SimulatedPolicyLink(ramp_planner(20), point_metadata(), clock, latency_s=0.05, history=4)
     executor = ExecutorConfig("vlash", execution_horizon=5, initial_delay=2, record_window=16)
     config = RunConfig(executor, rate_hz=RATE, duration_s=ticks / RATE, trace_ticks=64, stats_window=32,
                        status_every_s=1.0)  # fmt: skip

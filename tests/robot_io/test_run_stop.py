@@ -12,7 +12,7 @@ from robot_io.executors import ExecutorConfig
 from robot_io.runner import RunConfig, Runner
 from robot_io.safety import Safety, SafetyConfig
 from tests.fakes import PointArm, point_metadata, ramp_planner
-from vlash.sim.policy_link import FakePolicyClient
+from vlash.sim.policy_link import SimulatedPolicyLink
 
 RATE, H = 30.0, 30
 
@@ -29,7 +29,7 @@ class RecordingArm(PointArm):
 
 def runner(stop: threading.Event, status=None) -> Runner:
     clock = SimulatedClock()
-    client = FakePolicyClient(ramp_planner(H), point_metadata(chunk_length=H), clock, latency_s=0.05)
+    client = SimulatedPolicyLink(ramp_planner(H), point_metadata(chunk_length=H), clock, latency_s=0.05)
     config = ExecutorConfig("vlash", execution_horizon=5, initial_delay=2, adapt_delay=False)
     return Runner(RecordingArm(), client, RunConfig(config, rate_hz=RATE, duration_s=10.0), clock, status, stop=stop)
 

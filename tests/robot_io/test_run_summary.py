@@ -11,7 +11,7 @@ from robot_io.executors import ExecutorConfig
 from robot_io.run_summary import LABELS, RunSummary
 from robot_io.runner import RunConfig, Runner
 from tests.fakes import PointArm, point_metadata, ramp_planner
-from vlash.sim.policy_link import FakePolicyClient
+from vlash.sim.policy_link import SimulatedPolicyLink
 
 
 def summary(**counts) -> RunSummary:
@@ -44,7 +44,7 @@ def test_the_threshold_is_the_caller_s():
 
 def run(latency_s: float, mode: str = "vlash", replying: bool = True, duration_s: float = 2.0) -> RunSummary:
     clock = SimulatedClock()
-    client = FakePolicyClient(ramp_planner(20), point_metadata(), clock, latency_s)
+    client = SimulatedPolicyLink(ramp_planner(20), point_metadata(), clock, latency_s)
     client.replying = replying
     config = RunConfig(ExecutorConfig(mode, execution_horizon=5, initial_delay=2), rate_hz=30.0, duration_s=duration_s)
     return Runner(PointArm(), client, config, clock).run().summary

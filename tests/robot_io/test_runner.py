@@ -20,7 +20,7 @@ from robot_io.robots import LeRobotRobot
 from robot_io.runner import RunConfig, Runner
 from tests.import_guard import BLOCK_HEAVY_IMPORTS
 from vlash.sim.oracle import expert_planner, sim_metadata
-from vlash.sim.policy_link import FakePolicyClient
+from vlash.sim.policy_link import SimulatedPolicyLink
 from vlash.sim.robot import SimRobot
 
 
@@ -29,7 +29,7 @@ def sim_runner(mode="vlash", chunk_length=50, latency_s=0.1, duration_s=6.0, tas
     robot.connect()
     clock = SimulatedClock()
     meta = sim_metadata(robot, chunk_length)
-    client = FakePolicyClient(expert_planner(robot, chunk_length), meta, clock, latency_s)
+    client = SimulatedPolicyLink(expert_planner(robot, chunk_length), meta, clock, latency_s)
     config = RunConfig(ExecutorConfig(mode=mode, **executor), rate_hz=30.0, duration_s=duration_s)
     return Runner(robot, client, config, clock), client
 
@@ -192,7 +192,7 @@ def arm_metadata(state_dim=5, action_dim=3, camera="cam"):
 
 def arm_runner(robot, mode="vlash", meta=None, **run):
     clock = SimulatedClock()
-    client = FakePolicyClient(ramp_planner, meta or arm_metadata(), clock, latency_s=0.05)
+    client = SimulatedPolicyLink(ramp_planner, meta or arm_metadata(), clock, latency_s=0.05)
     config = RunConfig(ExecutorConfig(mode=mode, execution_horizon=5, initial_delay=2, adapt_delay=False),
                        rate_hz=30.0, duration_s=1.0, **run)  # fmt: skip
     return Runner(robot, client, config, clock), client

@@ -10,7 +10,7 @@ import torch
 
 from robot_io.protocol import Infer
 from tests.server.conftest import PROMPT, STEPS, image, make_runtime
-from vlash.eval.policies import ModelPolicy
+from vlash.eval.policies import LearnedPolicy
 from vlash.policies.formats.loading import load_policy
 from vlash.policies.processing.processor import Observation
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
@@ -125,19 +125,19 @@ def _reference_plan(policy, infer: Infer, num_steps: int) -> np.ndarray:
     return actions.astype(np.float32)
 
 
-def test_model_policy_goes_through_the_runtime_and_matches_the_old_path(relative_policy_dir):
-    model_policy = ModelPolicy(load_policy(relative_policy_dir), num_steps=STEPS)
-    plan = model_policy.planner(None, None, 1)  # the model needs neither the simulator nor the commanded action
-    images = {model_policy.camera: image(model_policy.runtime)}
+def test_a_learned_policy_goes_through_the_runtime_and_matches_the_old_path(relative_policy_dir):
+    learned = LearnedPolicy(load_policy(relative_policy_dir), num_steps=STEPS)
+    plan = learned.planner(None, None, 1)  # the model needs neither the simulator nor the commanded action
+    images = {learned.camera: image(learned.runtime)}
     base = Infer(1, 0, 0, PROMPT, images, STATE, seed=3)
-    target = np.tile(np.array([[2.0, 1.0]], np.float32), (model_policy.horizon, 1))
+    target = np.tile(np.array([[2.0, 1.0]], np.float32), (learned.horizon, 1))
     requests = [
         base,
         replace(base, schedule="horizon-aware", prefix=np.array([[0.4, 0.6], [0.5, 0.7]], np.float32)),
         replace(base, guidance=target, delay_steps=2, execution_horizon=10),
     ]
     for infer in requests:
-        expected = _reference_plan(model_policy.policy, infer, STEPS)
+        expected = _reference_plan(learned.policy, infer, STEPS)
         np.testing.assert_array_equal(plan(infer).actions, expected)
 
 

@@ -12,7 +12,7 @@ pytest.importorskip("vlash.sim")
 from robot_io.executors import ExecutorConfig  # noqa: E402
 from vlash.eval.episode import EpisodeRunner  # noqa: E402
 from vlash.eval.link import LinkTiming  # noqa: E402
-from vlash.eval.policies import ModelPolicy  # noqa: E402
+from vlash.eval.policies import LearnedPolicy  # noqa: E402
 from vlash.policies.formats.loading import load_policy  # noqa: E402
 from vlash.sim import make_env  # noqa: E402
 from vlash.sim.settings import SimSettings  # noqa: E402
@@ -50,7 +50,7 @@ def test_a_task_space_run_writes_a_policy_that_commands_joints(tmp_path, reach_e
     state_q99 = policy.processor.normalizer.feature("observation.state").stats["q99"]
     assert (np.abs(state_q99) <= sum(policy.processor.transform.link_lengths)).all()  # positions, not angles
     env = make_env("reach", image_size=32)
-    trace = EpisodeRunner(env, ModelPolicy(policy), ExecutorConfig(mode="sync"), LinkTiming(0), task="reach").run(0)
+    trace = EpisodeRunner(env, LearnedPolicy(policy), ExecutorConfig(mode="sync"), LinkTiming(0), task="reach").run(0)
     commands = np.array(trace.commands)
     assert commands.shape[1] == 2 and np.isfinite(commands).all()
     # joint targets within the arm's limits; the first chunk (s = 10 steps) stays on the elbow branch of the

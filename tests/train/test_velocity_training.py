@@ -14,7 +14,7 @@ from vlash.cli.main import main, parse_args  # noqa: E402
 from vlash.cli.train_cmd import config_from_args  # noqa: E402
 from vlash.eval.episode import EpisodeRunner  # noqa: E402
 from vlash.eval.link import LinkTiming  # noqa: E402
-from vlash.eval.policies import ModelPolicy  # noqa: E402
+from vlash.eval.policies import LearnedPolicy  # noqa: E402
 from vlash.planar_arm import forward  # noqa: E402
 from vlash.policies.formats.loading import load_policy  # noqa: E402
 from vlash.resources import config_dir  # noqa: E402
@@ -124,7 +124,7 @@ def test_a_task_space_velocity_run_writes_a_policy_that_commands_joint_velocitie
     assert policy.processor.transform == trainer.simulator_task_space(settings)
     assert policy.metadata["config"]["task_space"] is True and policy.processor.relative_mask is None
     env = make_env("hold", settings=settings, image_size=32)
-    runner = EpisodeRunner(env, ModelPolicy(policy), ExecutorConfig(mode="sync"), LinkTiming(0), task="hold")
+    runner = EpisodeRunner(env, LearnedPolicy(policy), ExecutorConfig(mode="sync"), LinkTiming(0), task="hold")
     commands = np.array(runner.run(0).commands)
     assert commands.shape[1] == 2 and np.isfinite(commands).all() and np.abs(commands).max() > 0
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from robot_io.executors import EXECUTION_MODES, ExecutorConfig
-from vlash.cli.config_flags import ConfigFlags
+from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import check_output_file
 from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
@@ -33,10 +33,11 @@ SWEEP_FLAGS = ConfigFlags(
 )
 EXECUTOR_FLAGS = ConfigFlags(
     ExecutorConfig,
-    "execution_horizon quantization state_source ensemble_every",
+    "execution_horizon action_stride state_source ensemble_every",
     notes={"execution_horizon": "(faster may go below d: its sampler stops early)"},
 )
 LINK_FLAGS = ConfigFlags(LinkTiming, "prefill_share")
+RENAMED = {"--quantization": "--action-stride"}  # q is a stride, not weight quantization (`vlash quantize`)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     SWEEP_FLAGS.add_to(p)
     EXECUTOR_FLAGS.add_to(p)
     LINK_FLAGS.add_to(p)
+    add_renamed_flags(p, RENAMED)
     p.add_argument(
         "--split",
         default="dev",

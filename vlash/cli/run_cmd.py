@@ -61,7 +61,7 @@ once. The summary's rows are defined in docs/METHODS.md, "Run summary"."""
 # The settings of the run: flags generated from ExecutorConfig and RunConfig (vlash.cli.config_flags)
 EXECUTOR_FLAGS = ConfigFlags(
     ExecutorConfig,
-    "mode execution_horizon quantization initial_delay adapt_delay prompt link_timeout_s on_link_loss",
+    "mode execution_horizon action_stride initial_delay adapt_delay prompt link_timeout_s on_link_loss",
     notes={
         "execution_horizon": "(default: {default}, or half the policy's chunk when that is shorter)",
         "prompt": "(default: the simulated task's)",
@@ -73,7 +73,8 @@ RENAMED = {
     "--fps": "--rate-hz",
     "--duration": "--duration-s",
     "--horizon": "--execution-horizon",
-    "--quantize": "--quantization",
+    "--quantize": "--action-stride",
+    "--quantization": "--action-stride",
     "--delay": "--initial-delay",
     "--fixed-delay": "--no-adapt-delay",
     "--link-timeout": "--link-timeout-s",
@@ -150,13 +151,13 @@ def execution_horizon(args: argparse.Namespace, chunk_length: int | None = None)
     given = EXECUTOR_FLAGS.given(args).get("execution_horizon")
     if given is not None or chunk_length is None:
         return DEFAULT_HORIZON if given is None else given
-    return default_horizon(chunk_length, EXECUTOR_FLAGS.value(args, "quantization"))
+    return default_horizon(chunk_length, EXECUTOR_FLAGS.value(args, "action_stride"))
 
 
-def default_horizon(chunk_length: int, quantization: int) -> int:
+def default_horizon(chunk_length: int, action_stride: int) -> int:
     """s when --execution-horizon is not given: ExecutorConfig's, or half the policy's chunk (in control steps) when
     that is shorter."""
-    return max(1, min(DEFAULT_HORIZON, chunk_length // quantization // 2))
+    return max(1, min(DEFAULT_HORIZON, chunk_length // action_stride // 2))
 
 
 def build_config(args: argparse.Namespace, horizon: int) -> RunConfig:

@@ -3,7 +3,7 @@
 Per control step k: the executor ticks with the observation of step k (it ingests the replies that arrived,
 switches chunks, launches requests) and returns the action for k or None; robot_io.safety substitutes the hold
 for None (the last command for position targets, zero for increments and velocities), exactly as on a robot; the
-environment steps. The policy link is a FakePolicyClient on a SimulatedClock whose replies arrive as LinkTiming
+environment steps. The policy link is a SimulatedPolicyLink on a SimulatedClock whose replies arrive as LinkTiming
 says (vlash/eval/link.py). Everything is deterministic given the episode seed.
 """
 
@@ -20,7 +20,7 @@ from robot_io.safety import Safety, SafetyConfig
 from vlash.eval.link import LinkTiming
 from vlash.eval.policies import ChunkPolicy
 from vlash.sim.interfaces import ACTION_KIND
-from vlash.sim.policy_link import FakePolicyClient
+from vlash.sim.policy_link import SimulatedPolicyLink
 
 
 @dataclass
@@ -79,8 +79,8 @@ class EpisodeRunner:
             cur = executor.current
             return None if step < 0 or cur is None else cur.command(step)
 
-        planner = policy.planner(env, commanded, config.quantization)
-        link = FakePolicyClient(lambda infer: timing.planned(planner(infer)), self._metadata(obs), clock,
+        planner = policy.planner(env, commanded, config.action_stride)
+        link = SimulatedPolicyLink(lambda infer: timing.planned(planner(infer)), self._metadata(obs), clock,
                                 latency_s=timing.delay * period_ns / 1e9)  # fmt: skip
         executor = make_executor(link, config, env.dt, clock)
         executor.start()

@@ -1,7 +1,7 @@
 """The simulated policy link of `vlash eval`: replies arrive after a modelled inference time, in control steps.
 
-The executors under evaluation talk to vlash.sim.policy_link.FakePolicyClient on a SimulatedClock, exactly as they talk
-to a server. LinkTiming says when each message arrives: a whole chunk of the constant schedule d control steps
+The executors under evaluation talk to vlash.sim.policy_link.SimulatedPolicyLink on a SimulatedClock, exactly as
+they talk to a server. LinkTiming says when each message arrives: a whole chunk of the constant schedule d control steps
 after its request; with the horizon-aware schedule, rows stream as they become final, row i at
 d * (p + (1 - p) * (k_i + 1) / N) (p: the prefill's share of the inference time, k_i: the denoise step after which
 row i is final), and the final message comes when the sampler stops, which is early when only the prefix and the

@@ -27,7 +27,7 @@ class ChunkPolicy(Protocol):
     camera: str  # the camera name its requests carry the simulator's image under
     action_interface: str | None  # the simulator actions it was trained for; None: any (or not recorded)
 
-    def planner(self, env: Any, commanded: Commanded, quantization: int) -> Planner: ...
+    def planner(self, env: Any, commanded: Commanded, action_stride: int) -> Planner: ...
 
 
 class OraclePolicy:
@@ -40,12 +40,12 @@ class OraclePolicy:
     def __init__(self, horizon: int = 50, num_steps: int = 10) -> None:
         self.horizon, self.num_steps = horizon, num_steps
 
-    def planner(self, env: Any, commanded: Commanded, quantization: int) -> Planner:
-        expert = ExpertPlanner(env, self.horizon, commanded, quantization)
+    def planner(self, env: Any, commanded: Commanded, action_stride: int) -> Planner:
+        expert = ExpertPlanner(env, self.horizon, commanded, action_stride)
         return lambda infer: oracle_result(expert(infer), infer, self.num_steps)
 
 
-class ModelPolicy:
+class LearnedPolicy:
     """A trained pi0.5 policy directory behind the harness (torch engine, eager), through
     `vlash.runtime.PolicyRuntime`: the same request -> chunk path as the server."""
 
@@ -61,7 +61,7 @@ class ModelPolicy:
         engine = create_engine("torch", model=policy.model.eval())
         self.runtime = PolicyRuntime(policy, engine, num_steps=self.num_steps, guidance_weight=guidance_weight)
 
-    def planner(self, env: Any, commanded: Commanded, quantization: int) -> Planner:
+    def planner(self, env: Any, commanded: Commanded, action_stride: int) -> Planner:
         from vlash.runtime.policy_runtime import ChunkRequest  # extra: server
 
         def plan(infer: Infer) -> PlanResult:

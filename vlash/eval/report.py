@@ -53,7 +53,7 @@ def print_table(summary: dict, console: Console) -> None:
     jerk_unit, jump_unit = units(summary)
     console.print(
         f"[bold]{s['task']}[/] policy={s['policy']} episodes={s['episodes']} s={ex['execution_horizon']} "
-        f"q={ex['quantization']} state={ex['state_source']} seeds {s['seed']}-{s['seed'] + s['episodes'] - 1}"
+        f"q={ex['action_stride']} state={ex['state_source']} seeds {s['seed']}-{s['seed'] + s['episodes'] - 1}"
     )
     table = Table(
         "mode",

@@ -84,11 +84,11 @@ def load_chunk_policy(policy: str, threads: int = 1):
         return OraclePolicy()
     import torch  # extra: server
 
-    from vlash.eval.policies import ModelPolicy  # extra: sim, server
+    from vlash.eval.policies import LearnedPolicy  # extra: sim, server
     from vlash.policies.formats.loading import load_policy  # extra: server
 
     torch.set_num_threads(threads)
-    return ModelPolicy(load_policy(policy))
+    return LearnedPolicy(load_policy(policy))
 
 
 def _build(policy: str, task: str, sim: SimSettings):
@@ -141,7 +141,7 @@ def jobs_for(cfg: SweepConfig) -> list[Job]:
 def check_cell(executor: ExecutorConfig, delay: int, horizon: int) -> None:
     """ConfigError unless the chunk holds what the mode needs at this delay: sync s indices; the async modes that wait
     for the whole chunk d <= s and (s + d) q; faster at least (s + 1) q (its wait is shorter); ensemble d q < H."""
-    s, q, mode = executor.execution_horizon, executor.quantization, executor.mode
+    s, q, mode = executor.execution_horizon, executor.action_stride, executor.mode
     executor.check_chunk_length(horizon)
     if mode == "ensemble" and delay * q >= horizon:
         raise ConfigError(f"d * q = {delay * q} chunk indices, the policy's chunk has {horizon}: a reply would "

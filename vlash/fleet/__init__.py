@@ -3,7 +3,7 @@
 - `config`: `FleetConfig`, the schema of `serve run configs/ray/*.yaml` args and what `vlash serve --ray` builds;
 - `batch`: a batch of `ChunkRequest`s through `PolicyRuntime.run_batch`, one reply per request (no Ray);
 - `openpi_requests`: an openpi frame -> a validated `ChunkRequest` (no Ray);
-- `model`: the `PolicyModel` deployment (the runtime, `@serve.batch`, health);
+- `model`: the `ModelReplica` deployment (the runtime, `@serve.batch`, health);
 - `ingress`: the `OpenpiIngress` deployment (FastAPI websocket + /healthz, retries on a dead replica);
 - `app`: `build_app(args)` (the `serve run` import path) and `serve_fleet` (`vlash serve --ray`).
 

@@ -19,7 +19,7 @@ from ray.serve import Application
 
 from vlash.fleet.config import FleetConfig
 from vlash.fleet.ingress import OpenpiIngress
-from vlash.fleet.model import PolicyModel
+from vlash.fleet.model import ModelReplica
 
 APP_NAME = "vlash"  # the Serve application's name (serve status, serve.delete)
 
@@ -29,7 +29,7 @@ def fleet_app(config: FleetConfig) -> Application:
     replicas: dict[str, Any] = {"autoscaling_config": config.autoscaling}
     if config.autoscaling is None:
         replicas = {"num_replicas": config.num_replicas}
-    model = PolicyModel.options(
+    model = ModelReplica.options(
         **replicas,
         ray_actor_options=config.replica_actor_options,
         max_ongoing_requests=config.ongoing_requests,

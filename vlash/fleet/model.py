@@ -28,8 +28,8 @@ from vlash.server.requests import policy_metadata
 log = logging.getLogger("ray.serve")  # Serve's logger: lines land in the replica's log, tagged with its id
 
 
-@serve.deployment(name="PolicyModel")
-class PolicyModel:
+@serve.deployment(name="ModelReplica")
+class ModelReplica:
     def __init__(self, config: FleetConfig) -> None:
         self.config = config
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="vlash-model")  # every model call runs here

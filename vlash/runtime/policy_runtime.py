@@ -1,6 +1,6 @@
 """Requests -> their rows' events: preprocess, engine prefill, the denoise loop, postprocess.
 
-Shared by the policy server, the fleet and the evaluation harness (`vlash.eval.policies.ModelPolicy`), so all turn a
+Shared by the policy server, the fleet and the evaluation harness (`vlash.eval.policies.LearnedPolicy`), so all turn a
 request into a chunk the same way. Actions cross this boundary in absolute robot units; a committed prefix comes
 back bit-exactly; a policy that predicts relative actions is converted with the planning state (the future state when
 the request carries one).

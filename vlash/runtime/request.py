@@ -25,7 +25,7 @@ class ChunkRequest:
     delay_steps: int = 0  # d of guided RTC without a prefix (indices frozen while the chunk is computed)
     schedule: str | None = None  # "constant" | "horizon-aware"; None: the runtime's default
     guidance: np.ndarray | None = None  # [n, J] previous chunk's leftover at indices [0, n): guided RTC
-    # s in chunk indices (the robot's control steps times its quantization): the indices of this chunk the robot
+    # s in chunk indices (the robot's control steps times its action_stride): the indices of this chunk the robot
     # runs after the prefix before the next chunk takes over. Guided RTC: indices >= H - s are unguided (None:
     # H - n). Horizon-aware schedule: sampling stops once indices [0, len(prefix) + s) are final, so the result
     # may have fewer than H final rows (None: the whole chunk). Ignored by the constant schedule without guidance.

@@ -30,9 +30,9 @@ class ExpertPlanner:
     """`planner(infer)` -> float32 [H, J] actions of the env's scripted expert (module doc)."""
 
     def __init__(
-        self, env: Any, chunk_length: int = 50, commanded: Commanded | None = None, quantization: int = 1
+        self, env: Any, chunk_length: int = 50, commanded: Commanded | None = None, action_stride: int = 1
     ) -> None:
-        self.env, self.chunk_length, self.commanded, self.q = env, chunk_length, commanded, quantization
+        self.env, self.chunk_length, self.commanded, self.q = env, chunk_length, commanded, action_stride
         self.interface = getattr(env, "action_interface", "position")
 
     def __call__(self, infer: Infer) -> np.ndarray:

@@ -2,9 +2,9 @@
 clock (`vlash eval` runs the robot's executors against it in simulated time).
 
     clock = SimulatedClock()
-    link = FakePolicyClient(expert_planner(sim_robot), sim_metadata(sim_robot), clock, latency_s=0.05)
+    link = SimulatedPolicyLink(expert_planner(sim_robot), sim_metadata(sim_robot), clock, latency_s=0.05)
 
-FakePolicyClient satisfies the executors' PolicyLink (connect / submit / poll): a request's chunk is computed
+SimulatedPolicyLink satisfies the executors' PolicyLink (connect / submit / poll): a request's chunk is computed
 at submit time by `plan(infer)` and its Actions become available `latency_s` later on `clock` (simulated or
 real). `stream` lists partial messages as (fraction of the latency, number of new actions final), like the
 horizon-aware sampler's streaming. A planner may instead return a PlannedChunk that says itself when each
@@ -40,7 +40,7 @@ class PlannedChunk:
 Planner = Callable[[Infer], "np.ndarray | PlannedChunk"]
 
 
-class FakePolicyClient:
+class SimulatedPolicyLink:
     def __init__(
         self,
         plan: Planner,
@@ -79,7 +79,7 @@ class FakePolicyClient:
         chunk = np.asarray(planned.actions, np.float32).copy()
         if chunk.shape != (h, self.metadata.action_dim):
             raise ValueError(
-                f"FakePolicyClient: plan returned {chunk.shape}, expected ({h}, {self.metadata.action_dim})"
+                f"SimulatedPolicyLink: plan returned {chunk.shape}, expected ({h}, {self.metadata.action_dim})"
             )
         if c:
             chunk[:c] = infer.prefix  # committed actions come back bit-exact

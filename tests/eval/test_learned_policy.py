@@ -12,7 +12,7 @@ from tests.eval.fake_env import RampEnv, RecordingPolicy
 from tests.policies.builders import train_wordlevel_tokenizer
 from vlash.eval.episode import EpisodeRunner
 from vlash.eval.link import NOT_FINAL_ROW, PREFIX_ROW, LinkTiming, oracle_result
-from vlash.eval.policies import ModelPolicy
+from vlash.eval.policies import LearnedPolicy
 from vlash.policies.formats.loading import load_policy
 from vlash.policies.formats.vlash_dir import save_policy
 from vlash.policies.pi05 import load_preset
@@ -30,7 +30,7 @@ def policy(tmp_path_factory):
     )
     model = build_random(load_preset("pi05-tiny"), seed=4)
     save_policy(root / "p", model, norm, tok / "tokenizer.json", action_dims=1, state_dims=1)
-    return ModelPolicy(load_policy(root / "p"), num_steps=3)
+    return LearnedPolicy(load_policy(root / "p"), num_steps=3)
 
 
 def _infer(**fields) -> Infer:
@@ -90,7 +90,7 @@ def test_the_oracles_finality_is_the_models(plan, fields):
     assert np.isfinite(model.actions[final]).all()
 
 
-def test_model_policy_drives_an_episode_in_every_mode(policy):
+def test_a_learned_policy_drives_an_episode_in_every_mode(policy):
     for mode in EXECUTION_MODES:
         env, recording = RampEnv(max_steps=30), RecordingPolicy(policy)
         config = ExecutorConfig(mode=mode, execution_horizon=8, ensemble_every=4, initial_delay=1)
