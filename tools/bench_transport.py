@@ -134,7 +134,9 @@ def serve_vlash(ready, stop) -> None:
     from vlash.server.openpi_endpoint import OpenpiEndpoint
     from vlash.server.server import PolicyServer
 
-    server = PolicyServer(EchoRuntime(), METADATA, ServerConfig(bind="tcp://127.0.0.1:0"))
+    # one request at a time: the two rows' clients take turns, and a batching server would wait up to batch_wait_ms
+    # for the other one's request (BENCHMARKS.md, "Batched serving" measures that)
+    server = PolicyServer(EchoRuntime(), METADATA, ServerConfig(bind="tcp://127.0.0.1:0", max_batch=1))
     endpoint = server.start()
     openpi = OpenpiEndpoint(server, OpenpiConfig(port=0))
     ready.put((endpoint, openpi.start()))
