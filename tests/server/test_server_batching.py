@@ -266,10 +266,12 @@ def test_serve_flags_set_the_batching_settings_and_bad_values_are_one_line_error
     assert (config.max_batch, config.batch_wait_ms, config.max_pending) == (3, 2.5, 9)
     default = check_args(parse_args(preset)).config
     assert (default.max_batch, default.batch_wait_ms, default.max_pending) == (8, 5.0, 64)
-    with pytest.raises(ConfigError, match="batch_wait_ms must be in"):
+    with pytest.raises(ConfigError, match="batch-wait-ms must be in"):
         check_args(parse_args([*preset, "--batch-wait-ms", "5000"]))
-    with pytest.raises(SystemExit):
-        parse_args([*preset, "--max-batch", "0"])
+    with pytest.raises(ConfigError, match="--max-batch must be an int in"):
+        check_args(parse_args([*preset, "--max-batch", "0"]))
+    with pytest.raises(SystemExit):  # not a number: argparse's own one-line error
+        parse_args([*preset, "--max-batch", "two"])
     assert "--max-batch" in capsys.readouterr().err
 
 
