@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -67,13 +68,24 @@ def test_the_wheel_installs_under_vlash_only(wheel):
 
 
 @pytest.fixture(scope="module")
-def robot_env(wheel, tmp_path_factory) -> tuple[Path, Path]:
-    """(python of a venv with `pip install vlash` + pytest, an empty working directory)."""
-    where = tmp_path_factory.mktemp("robot-env")
-    python = _venv(where / "venv", str(wheel), "pytest", "hypothesis")
-    cwd = where / "work"
-    cwd.mkdir()
-    return python, cwd
+def envs(wheel, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """Both sides' venvs, installed at once (pip is mostly one core; CI has two): side -> (python, an empty working
+    directory). The robot side: `pip install vlash` + pytest; the server side: `pip install 'vlash[server]'`."""
+    requirements = {"robot": (str(wheel), "pytest", "hypothesis"), "server": (f"vlash[server] @ {wheel.as_uri()}",)}
+
+    def install(side: str) -> tuple[Path, Path]:
+        where = tmp_path_factory.mktemp(f"{side}-env")
+        python = _venv(where / "venv", *requirements[side])
+        (where / "work").mkdir()
+        return python, where / "work"
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(requirements, pool.map(install, requirements), strict=True))
+
+
+@pytest.fixture(scope="module")
+def robot_env(envs) -> tuple[Path, Path]:
+    return envs["robot"]
 
 
 def test_the_robot_side_installs_without_torch_and_its_tests_pass(robot_env):
@@ -101,12 +113,8 @@ def test_the_robot_side_commands_run_and_server_commands_name_their_extra(robot_
 
 
 @pytest.fixture(scope="module")
-def server_env(wheel, tmp_path_factory) -> tuple[Path, Path]:
-    where = tmp_path_factory.mktemp("server-env")
-    python = _venv(where / "venv", f"vlash[server] @ {wheel.as_uri()}")
-    cwd = where / "work"
-    cwd.mkdir()
-    return python, cwd
+def server_env(envs) -> tuple[Path, Path]:
+    return envs["server"]
 
 
 def _round_trip(endpoint: str, state_dim: int) -> np.ndarray:
