@@ -28,7 +28,7 @@ from robot_io.executors import ExecutorConfig
 from robot_io.executors.images import parse_camera_map
 from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
-from robot_io.protocol.endpoints import check_endpoint
+from robot_io.protocol.endpoints import DEFAULT_ENDPOINT, check_endpoint
 from robot_io.protocol.errors import EndpointError, RobotIOError
 from robot_io.robots import Robot, RobotConfigError, make_robot
 from robot_io.run_summary import LABELS, MAX_HOLD_SHARE, ROWS_NOTE
@@ -85,7 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a robot (or the simulator) under a remote policy server",
                        description=DESCRIPTION)  # fmt: skip
     p.add_argument("--server", required=True, help="policy server endpoint: tcp://HOST:PORT (e.g. "
-                   "tcp://127.0.0.1:5555) or ipc:///PATH")  # fmt: skip
+                   f"{DEFAULT_ENDPOINT}, where vlash serve binds by default) or ipc:///PATH")  # fmt: skip
     p.add_argument(
         "--robot",
         default="sim:reach",

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from robot_io.protocol.endpoints import DEFAULT_ENDPOINT
 from vlash.errors import ConfigError
 from vlash.sampling import Schedule
 from vlash.server.openpi_mapping import PROFILES, load_map
@@ -27,7 +28,7 @@ SCHEDULES = tuple(s.value for s in Schedule)  # the flow schedules a server may 
 class ServerConfig:
     """How `PolicyServer` listens and serves."""
 
-    bind: str = "tcp://127.0.0.1:5555"  # ZeroMQ endpoint (tcp://host:port, ipc://path); localhost by default
+    bind: str = DEFAULT_ENDPOINT  # ZeroMQ endpoint (tcp://host:port, ipc://path); localhost by default
     # the flow schedule of a request that names none
     schedule: str = field(default="constant", metadata={"choices": SCHEDULES})
     steps: int | None = None  # denoise steps; None: the policy's default
@@ -145,7 +146,7 @@ def check_unauthenticated(endpoint: str, reachable: bool, server_has_keys: bool,
 
 def check_bind(bind: object) -> None:
     """Raise ConfigError unless `bind` is an endpoint the server can bind as written (see TCP_ENDPOINT)."""
-    example = "tcp://127.0.0.1:5555 (port 0 or * for a free one), or ipc:///path"
+    example = f"{DEFAULT_ENDPOINT} (port 0 or * for a free one), or ipc:///path"
     if not isinstance(bind, str):
         raise ConfigError(f"bind must be a ZeroMQ endpoint like {example}, got {bind!r}")
     if bind.startswith(LOCAL_TRANSPORTS):
