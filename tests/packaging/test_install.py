@@ -1,7 +1,9 @@
 """The two installs the README names, each into a fresh virtual environment from a wheel of this checkout:
 
-- the robot side, `pip install vlash`: no torch, no simulator; robot_io's tests pass against the installed
-  package, `examples/run_client.py --help` and `vlash run --help` work, `vlash serve` names the extra it needs;
+- the robot side, `pip install vlash`, on Python 3.12 (LeRobot >= 0.5 needs it; found through pyenv or PATH, else
+  this interpreter): no torch, no simulator; robot_io's tests pass against the installed package, the whole package
+  byte-compiles and every module that needs no extra imports, `examples/run_client.py --help` and `vlash run
+  --help` work, `vlash serve` names the extra it needs;
 - the server side, `pip install 'vlash[server]'`: no simulator, gymnasium or OpenCV; `vlash serve --help`, and
   served round trips of the shipped task-space policy (its transform loads without the simulator's
   dependencies) and of a LeRobot checkpoint (pi0.5's presets come from the wheel).
@@ -11,6 +13,8 @@ CI runs this module as part of the suite: it is the robot-side and server-side i
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -46,8 +50,38 @@ def wheel(tmp_path_factory) -> Path:
     return next(out.glob("vlash-*.whl"))
 
 
-def _venv(where: Path, requirement: str, *extra: str) -> Path:
-    _ok(_run([sys.executable, "-m", "venv", where], where.parent, timeout=300))
+def _robot_python() -> str:
+    """Python 3.12 for the robot side (pyenv's, or one on PATH); this interpreter where there is none."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates = [*sorted(root.glob("versions/3.12*/bin/python3.12")), shutil.which("python3.12")]
+    for python in filter(None, candidates):  # pyenv's shim on PATH may refuse to run: try each
+        if subprocess.run([python, "--version"], capture_output=True, timeout=60).returncode == 0:
+            return str(python)
+    return sys.executable
+
+
+# Every module of the installed package is imported; one may fail only by needing an extra's package.
+IMPORT_ALL = """
+import importlib, pkgutil, sys, robot_io, vlash
+EXTRAS = {"torch", "safetensors", "tokenizers", "sentencepiece", "gymnasium", "cv2", "matplotlib", "rich", "onnx",
+          "onnxruntime", "onnxscript", "tensorrt_rtx", "ray", "websockets", "jax", "orbax", "flax", "lerobot", "PIL",
+          "starlette", "fastapi", "uvicorn", "huggingface_hub"}
+imported, needs_extra = 0, 0
+for package in (robot_io, vlash):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        try:
+            importlib.import_module(module.name)
+            imported += 1
+        except ModuleNotFoundError as exc:
+            if exc.name.split(".")[0] not in EXTRAS:
+                raise
+            needs_extra += 1
+print(sys.version_info[:2], imported, needs_extra)
+"""
+
+
+def _venv(where: Path, requirement: str, *extra: str, python: str = sys.executable) -> Path:
+    _ok(_run([python, "-m", "venv", where], where.parent, timeout=300))
     python = where / "bin" / "python"
     constraints = ROOT / "constraints-dev.txt"
     _ok(_run([python, "-m", "pip", "install", "-q", "-c", constraints, requirement, *extra], where.parent))
@@ -72,10 +106,11 @@ def envs(wheel, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     """Both sides' venvs, installed at once (pip is mostly one core; CI has two): side -> (python, an empty working
     directory). The robot side: `pip install vlash` + pytest; the server side: `pip install 'vlash[server]'`."""
     requirements = {"robot": (str(wheel), "pytest", "hypothesis"), "server": (f"vlash[server] @ {wheel.as_uri()}",)}
+    pythons = {"robot": _robot_python(), "server": sys.executable}
 
     def install(side: str) -> tuple[Path, Path]:
         where = tmp_path_factory.mktemp(f"{side}-env")
-        python = _venv(where / "venv", *requirements[side])
+        python = _venv(where / "venv", *requirements[side], python=pythons[side])
         (where / "work").mkdir()
         return python, where / "work"
 
@@ -96,6 +131,12 @@ def test_the_robot_side_installs_without_torch_and_its_tests_pass(robot_env):
         "[importlib.import_module(m.name) for m in pkgutil.walk_packages(robot_io.__path__, 'robot_io.')]"
     )  # every robot_io module imports from the wheel (not this checkout): the simulator is vlash.sim
     assert "site-packages" in _ok(_run([python, "-c", walk], cwd, timeout=120))
+    site = _ok(_run([python, "-c", "import vlash, pathlib; print(pathlib.Path(vlash.__file__).parents[1])"], cwd))
+    _ok(_run([python, "-m", "compileall", "-q", Path(site.strip()) / "vlash", Path(site.strip()) / "robot_io"], cwd))
+    version, imported, needs_extra = _ok(_run([python, "-c", IMPORT_ALL], cwd, timeout=300)).rsplit(maxsplit=2)
+    if Path(_robot_python()).name == "python3.12":
+        assert version == "(3, 12)", version
+    assert int(imported) > 100 and int(needs_extra) > 50, (imported, needs_extra)
     # the robot side's tests, in this checkout, with only the robot side's dependencies installed
     tests = ["tests/robot_io", "tests/cli/test_run_cmd.py"]
     out = _ok(_run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], ROOT))
