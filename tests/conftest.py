@@ -21,6 +21,10 @@ def pytest_configure(config):
     # vlash's user cache (the host rates `vlash bench` measures) goes to a fresh directory per test session, also for
     # the vlash commands tests start as subprocesses: tests never read or write the user's ~/.cache/vlash
     os.environ.setdefault("VLASH_CACHE_DIR", tempfile.mkdtemp(prefix="vlash-test-cache-"))
+    # nothing reaches the Hugging Face Hub, and the user's hub cache is not read: a test that needs a cached repo
+    # builds one (tests/policies/hub_cache.py)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="vlash-test-hf-cache-")
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,9 @@
 """Parity with the real LeRobot 0.6.1: a tiny pi0.5 checkpoint written by LeRobot's own save code (shipped in
 examples/lerobot_pi05_tiny/) and LeRobot's own tokens and actions for three observations with fixed noise
 (tests/fixtures/lerobot_pi05_tiny/, see its README). Through every load path — the directory with tokenizer.json or
-tokenizer.model, `vlash convert`'s output, `vlash serve` over ZeroMQ — the tokens are exact and the actions within
-1e-4 at 224 px and 2e-3 after a resize, because a LeRobot checkpoint gets LeRobot's arithmetic (time embedding in
-float64, resized images kept in floats), recorded in its metadata."""
+tokenizer.model, `vlash convert`'s output, `vlash serve` over ZeroMQ (given by Hugging Face repo id) — the tokens
+are exact and the actions within 1e-4 at 224 px and 2e-3 after a resize, because a LeRobot checkpoint gets
+LeRobot's arithmetic (time embedding in float64, resized images kept in floats), recorded in its metadata."""
 
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ import pytest
 
 from robot_io.client import PolicyClient
 from robot_io.protocol import Infer
+from tests.policies.hub_cache import write_hub_repo
 from tests.serve_process import ServeProcess
 from tests.torch_threads import torch_threads
 from vlash.engines import create_engine
 from vlash.policies.formats.base import CheckpointOptions
 from vlash.policies.formats.loading import load_policy
+from vlash.policies.names.hub import PALIGEMMA_TOKENIZER
 from vlash.policies.pi05.config import load_preset
 from vlash.policies.processing.processor import Observation
 from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
@@ -85,16 +87,13 @@ def test_the_converted_policy_acts_as_lerobot(reference, tmp_path):
     _check(load_policy(out), reference)  # no options: the arithmetic travels in its config
 
 
-def test_vlash_serve_answers_as_lerobot(reference):
-    args = [
-        "--checkpoint",
-        str(CHECKPOINT),
-        "--tokenizer",
-        str(TOKENIZERS["json"]),
-        "--model-config",
-        str(MODEL_CONFIG),
-    ]
-    server = ServeProcess(args)
+def test_vlash_serve_answers_as_lerobot_with_both_named_by_hub_repo(reference, tmp_path, monkeypatch):
+    """The checkpoint and pi0.5's tokenizer by Hugging Face repo id, as LeRobot users name them, from a hub cache
+    built here (offline); the tokenizer is not even given: a LeRobot checkpoint without one gets pi0.5's."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    write_hub_repo(tmp_path / "hub", "lerobot/pi05_tiny", sorted(CHECKPOINT.iterdir()))
+    write_hub_repo(tmp_path / "hub", PALIGEMMA_TOKENIZER, [TOKENIZERS["json"]])
+    server = ServeProcess(["--checkpoint", "lerobot/pi05_tiny", "--model-config", str(MODEL_CONFIG)])
     try:
         with PolicyClient(server.endpoint, timeout_s=60.0) as client:
             client.connect()

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vlash.errors import ConfigError
+from vlash.errors import CheckpointError, ConfigError
 from vlash.policies.formats.layouts import missing_tokenizer
+from vlash.policies.names.hub import PALIGEMMA_TOKENIZER, TOKENIZER_FILES, hub_snapshot, looks_like_hub_id
 from vlash.policies.names.source import looks_like_path
 
 
@@ -17,7 +18,9 @@ def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
         "--tokenizer",
         type=Path,
         default=None,
-        help="PaliGemma's tokenizer.model / tokenizer.json (or its folder); LeRobot < 0.6.2 and openpi ship none",
+        help="PaliGemma's tokenizer.model / tokenizer.json (or its folder, or a Hugging Face repo id such as "
+        f"{PALIGEMMA_TOKENIZER}); LeRobot < 0.6.2 and openpi ship none: without it, {PALIGEMMA_TOKENIZER} from the "
+        "Hugging Face cache (or downloaded)",
     )
     group.add_argument(
         "--model-config",
@@ -54,14 +57,19 @@ def check_checkpoint_files(args: argparse.Namespace, directory: Path | None, lay
     checkpoint) without a tokenizer of its own is given --tokenizer: found now, before torch is imported, not after
     its weights loaded."""
     if args.tokenizer is not None and not args.tokenizer.exists():
-        raise ConfigError(f"--tokenizer {str(args.tokenizer)!r}: no such file or directory")
+        if not looks_like_hub_id(str(args.tokenizer)):
+            raise ConfigError(f"--tokenizer {str(args.tokenizer)!r}: no such file or directory")
+        args.tokenizer = hub_snapshot(str(args.tokenizer), "--tokenizer", TOKENIZER_FILES)
     model_config = args.model_config
     if model_config is not None and looks_like_path(model_config) and not Path(model_config).expanduser().is_file():
         raise ConfigError(f"--model-config {model_config!r}: no such file")
     if directory is not None and layout is not None and args.tokenizer is None:
         reason = missing_tokenizer(directory, layout)
-        if reason is not None:
-            raise ConfigError(reason)
+        if reason is not None:  # pi0.5's own tokenizer from the Hugging Face cache, else the reason
+            try:
+                args.tokenizer = hub_snapshot(PALIGEMMA_TOKENIZER, "--tokenizer", TOKENIZER_FILES)
+            except CheckpointError as exc:
+                raise ConfigError(f"{reason} ({PALIGEMMA_TOKENIZER}: {str(exc).partition(': ')[2]})") from None
 
 
 def checkpoint_options(args: argparse.Namespace):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from vlash.policies.names.source import PolicyKind, PolicySource, resolve_policy
+from vlash.policies.names.source import PolicyKind, PolicySource, resolve_policy, with_base_weights
 
 KIND_HELP = {
     PolicyKind.SHIPPED: "a shipped policy's name (checkpoints/)",
-    PolicyKind.DIRECTORY: "a policy directory",
+    PolicyKind.DIRECTORY: "a policy directory (or a Hugging Face repo id, owner/name)",
     PolicyKind.ARTIFACT: "an exported artifact",
     PolicyKind.PRESET: "a preset or YAML model config",
     PolicyKind.ORACLE: "'oracle'",
@@ -58,14 +58,23 @@ def policy_flag(args: argparse.Namespace) -> str:
 
 
 def policy_source(
-    args: argparse.Namespace, command: str, accepted: dict[PolicyKind, str], hint: str = ""
+    args: argparse.Namespace,
+    command: str,
+    accepted: dict[PolicyKind, str],
+    hint: str = "",
+    base_weights: bool = False,
 ) -> PolicySource:
     """The resolved --policy of `args`, refused with a one-line ConfigError unless its kind is in `accepted`. In a
-    command with --random-weights a preset needs that flag: its weights would otherwise be a silent surprise."""
+    command with --random-weights a preset needs that flag: its weights would otherwise be a silent surprise.
+    `base_weights` (a command that serves weights): a preset with a Hub checkpoint (`pi05`) is that checkpoint where
+    it is cached or can be downloaded."""
     value = policy_value(args)
     has_flag = hasattr(args, "random_weights")
     random_weights = bool(getattr(args, "random_weights", False))
     source = resolve_policy(str(value), random_weights=random_weights, flag=policy_flag(args))
+    if base_weights and source.kind is PolicyKind.PRESET and not source.random_weights:
+        source, why_not = with_base_weights(source)  # `--policy pi05`: pi0.5's base checkpoint where there is one
+        hint = "; ".join(h for h in (why_not, hint) if h)
     if has_flag and source.kind is PolicyKind.PRESET and not source.random_weights:
         accepted = {kind: use for kind, use in accepted.items() if kind is not PolicyKind.PRESET}
         hint = "; ".join(h for h in ("add --random-weights to use it with random weights", hint) if h)

@@ -126,7 +126,7 @@ class CheckedArgs:
 def check_args(args: argparse.Namespace) -> CheckedArgs:
     """The policy, the files, endpoints and ports named, and the flags that go together: one-line errors, with no
     torch imported yet."""
-    source = policy_source(args, "serve", ACCEPTED)
+    source = policy_source(args, "serve", ACCEPTED, base_weights=True)
     directory = source.kind is PolicyKind.DIRECTORY
     check_checkpoint_files(args, source.path if directory else None, source.layout if directory else None)
     random_dims = {k: v for k, v in {"action_dims": args.action_dims, "state_dims": args.state_dims}.items() if v}

@@ -4,12 +4,16 @@
     an existing directory       an exported engine artifact (manifest.json), else a policy directory: vlash,
                                 LeRobot pi0.5 or openpi PyTorch (told apart by `layouts.detect_layout`)
     an existing .yaml file      a model config (shapes only, no weights)
+    owner/name                  a Hugging Face Hub repo (where no such local path exists): its cached or downloaded
+                                folder, then as a directory (vlash.policies.names.hub)
     pi05-tiny-sim               a shipped policy: checkpoints/<name>/, a vlash policy directory
     pi05-tiny                   a preset: configs/policies/<name>.yaml (shapes only, no weights)
 
 A value that looks like a path (it has a slash, or starts with . or ~) is a path and nothing else, so a typo in
-a directory name is "no such directory", not "no preset". Each command then takes the kinds it can use
-(`PolicySource.require`) and refuses the others by name. Resolving reads file names only; no weights load.
+a directory name is "no such directory", not "no preset" (or, for `owner/name`, not in the Hugging Face cache either).
+Each command then takes the kinds it can use (`PolicySource.require`) and refuses the others by name; a command
+that needs weights turns a preset with a Hub checkpoint (`pi05`) into that checkpoint where it is cached or can be
+downloaded (`with_base_weights`). Resolving reads file names only; no weights load.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from vlash.errors import CheckpointError, ConfigError
+from vlash.policies.names.hub import BASE_CHECKPOINTS, hub_snapshot, looks_like_hub_id
 from vlash.policies.names.shipped import available_shipped, shipped_policy_dir
 from vlash.policies.pi05.config import Pi05Config, available_presets, config_from_dict, load_preset
 
@@ -52,10 +57,13 @@ class PolicySource:
     layout: str | None = None  # directories: "vlash", "lerobot" or "openpi"; shipped: "vlash"
     random_weights: bool = False  # a preset whose weights are to be random (--random-weights)
     flag: str = "--policy"  # the flag that gave it (--checkpoint where a command keeps that synonym): messages name it
+    hub_id: str | None = None  # the Hugging Face repo `path` was resolved from (its snapshot in the cache)
 
     @property
     def name(self) -> str:
-        """The name clients and reports see: the shipped name, the directory's name, the preset's name."""
+        """The name clients and reports see: the shipped name, the repo's or directory's name, the preset's name."""
+        if self.hub_id is not None:
+            return self.hub_id.rpartition("/")[2]
         if self.path is not None and self.kind is not PolicyKind.SHIPPED:
             return self.path.resolve().name if self.path.is_dir() else self.path.stem
         return self.value
@@ -133,13 +141,13 @@ def _resolve(value: str, flag: str) -> PolicySource:
     if path.is_dir():
         if (path / ARTIFACT_MANIFEST).is_file():
             return PolicySource(PolicyKind.ARTIFACT, value, path)
-        from vlash.policies.formats.layouts import detect_layout  # extra: server
-
-        return PolicySource(PolicyKind.DIRECTORY, value, path, detect_layout(path))
+        return _directory(value, path)
     if path.is_file():
         if path.suffix.lower() in CONFIG_SUFFIXES:
             return PolicySource(PolicyKind.PRESET, value, path)
         raise CheckpointError(f"{flag} {value!r} is a file, neither a policy directory nor a YAML model config")
+    if looks_like_hub_id(value):
+        return _directory(value, hub_snapshot(value, flag), value)
     if looks_like_path(value):
         raise CheckpointError(f"{flag} {value!r}: no such directory or file")
     if value in available_shipped():
@@ -150,3 +158,22 @@ def _resolve(value: str, flag: str) -> PolicySource:
         f"{flag} {value!r} is not a shipped policy ({', '.join(available_shipped()) or 'none'}), a preset "
         f"({', '.join(available_presets())}), '{ORACLE}', or an existing directory or YAML file"
     )
+
+
+def _directory(value: str, path: Path, hub_id: str | None = None) -> PolicySource:
+    from vlash.policies.formats.layouts import detect_layout  # extra: server
+
+    return PolicySource(PolicyKind.DIRECTORY, value, path, detect_layout(path), hub_id=hub_id)
+
+
+def with_base_weights(source: PolicySource) -> tuple[PolicySource, str]:
+    """For a command that needs weights: a preset with a Hub checkpoint (BASE_CHECKPOINTS) as that checkpoint's
+    directory, when it is cached or can be downloaded; otherwise the source as it was and why not (or "")."""
+    repo = BASE_CHECKPOINTS.get(source.value) if source.kind is PolicyKind.PRESET and source.path is None else None
+    if repo is None or source.random_weights:
+        return source, ""
+    try:
+        folder = hub_snapshot(repo, source.flag)
+    except CheckpointError as exc:
+        return source, f"its weights are the Hugging Face checkpoint {repo}: {str(exc).partition(': ')[2]}"
+    return replace(_directory(repo, folder, repo), flag=source.flag), ""
