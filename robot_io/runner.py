@@ -88,6 +88,7 @@ class Runner:
         self.observation_errors = 0
         self.traces = list(traces)
         self._tick_traces = [t for t in self.traces if t.wants_ticks]
+        self._image_traces = any(getattr(t, "wants_images", False) for t in self._tick_traces)  # camera frames too
         self.ticks: TickWindow | None = None  # sized at run() (a robot knows its dimensions once connected)
         self._ready_ms = RecentWindow(config.stats_window)  # per chunk, the most recent (RunSummary)
         self._latency_ms = RecentWindow(config.stats_window)
@@ -142,8 +143,10 @@ class Runner:
                    held=held, chunk=-1 if cur is None else cur.chunk_id,
                    index=-1 if cur is None else cur.index_at(tick.index), tick_ms=tick_ms, reset=reset)  # fmt: skip
         self.ticks.append(**row)
-        for trace in self._tick_traces:
-            trace.tick(row)
+        if self._tick_traces:
+            seen = {**row, "images": obs.get("images")} if obs is not None and self._image_traces else row
+            for trace in self._tick_traces:
+                trace.tick(seen if getattr(trace, "wants_images", False) else row)
         if self.status is not None and tick.start_ns >= self._next_status:
             self._next_status = tick.start_ns + round(self.config.status_every_s * 1e9)
             self.status(self.live_status(tick.index))

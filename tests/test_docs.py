@@ -58,6 +58,8 @@ def test_every_relative_link_resolves(path: Path):
 # What the README's commands write in a checkout (vlash demo, keys, export, quantize, eval, train) and builds.
 GENERATED = [
     "demo.png",
+    "demo.rrd",
+    "run.rrd",
     "keys/server.key",
     "artifacts/tiny-int8/manifest.json",
     "out.json",

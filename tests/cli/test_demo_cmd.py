@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from types import SimpleNamespace
 
 import pytest
 
+from robot_io.rerun_trace import read_recording
 from robot_io.run_summary import LABELS, RunSummary
 from tests.server.conftest import write_policy
 from vlash.cli.main import main
@@ -19,7 +21,8 @@ def test_demo_compares_modes_side_by_side_and_writes_the_plot(tmp_path, capsys):
     png = tmp_path / "out" / "demo.png"
     # 2 s per mode: with 1 s, sync ran a single chunk once in a clean-clone run on a slow VM
     argv = ["demo", "--checkpoint", str(policy), "--duration-s", "2", "--modes", "sync,faster", "--steps", "4",
-            "--inject-latency-ms", "30", "--threads", "1", "--plot", str(png)]  # fmt: skip
+            "--inject-latency-ms", "30", "--threads", "1", "--plot", str(png),
+            "--record", str(tmp_path / "d.rrd")]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "serving on tcp://127.0.0.1:" in out and "+30 ms" in out
@@ -32,6 +35,13 @@ def test_demo_compares_modes_side_by_side_and_writes_the_plot(tmp_path, capsys):
     injected = re.search(r"chunk latency p50 = injected \+ the policy's own time: sync (\d+) \+ (\d+) ms, faster ", out)
     assert injected and 30 <= int(injected.group(1)) <= 40, out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    if importlib.util.find_spec("rerun") is not None:  # the [viz] extra: each mode's run under its name
+        recording = read_recording(tmp_path / "d.rrd")
+        for mode in ("sync", "faster"):
+            cameras = [e for e in recording if e.startswith(f"{mode}/camera/")]
+            assert len(cameras) == 1 and len(recording[cameras[0]]["step"]) >= 30, recording.keys()
+            assert f"{mode}/command/joint0" in recording and f"{mode}/state/joint1" in recording
+            assert any("faster" in text[0] for text in recording["faster/chunks"]["TextLog:text"])
 
 
 def test_missing_shipped_policy_is_a_clean_error_with_a_way_forward(capsys):

@@ -256,6 +256,30 @@ def test_trace_and_json_get_every_tick_and_chunk_written_as_the_run_goes(fake_le
     assert f"wrote {report}" in out and f"wrote {trace}" in out
 
 
+def test_record_writes_the_run_for_rerun_named_after_the_robot_s_joints(fake_lerobot, tmp_path, capsys):
+    pytest.importorskip("rerun")  # the [viz] extra
+    from robot_io.rerun_trace import read_recording
+
+    path = tmp_path / "runs" / "run.rrd"
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
+        assert main(run_argv(server.endpoint, *SO101_MAP, "--record", str(path))) == 0
+    recording = read_recording(path)
+    ticks = len(recording["held"]["step"])
+    assert ticks >= 20 and len(recording["state/shoulder_pan.pos"]["step"]) == ticks  # 30 unless deadlines slipped
+    assert 0 < len(recording["command/gripper.pos"]["step"]) <= ticks
+    assert len(recording["camera/front"]["step"]) == len(recording["camera/wrist"]["step"]) == ticks
+    assert recording["chunks"]["TextLog:text"][0][0].startswith("chunk 1 (sync): requested at step 0")
+    assert f"wrote {path}" in capsys.readouterr().out
+
+
+def test_record_without_rerun_is_refused_before_anything_connects(fake_lerobot, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "rerun", None)
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
+        assert main(run_argv(server.endpoint, *SO101_MAP, "--record", str(tmp_path / "run.rrd"))) == 2
+        assert server.handshakes == 0
+    assert capsys.readouterr().err.strip().endswith("--display / --record need rerun: pip install 'vlash[viz]'")
+
+
 def test_a_horizon_longer_than_the_policy_s_chunk_is_refused_in_one_line_at_the_handshake(fake_lerobot, capsys):
     from lerobot.robots.so_follower import INSTANCES
 

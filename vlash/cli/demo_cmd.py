@@ -11,6 +11,7 @@ server, side by side, and says how much of each chunk latency was injected.
 from __future__ import annotations
 
 import argparse
+from contextlib import ExitStack
 from pathlib import Path
 
 from rich.console import Console
@@ -19,6 +20,7 @@ from rich.text import Text
 
 from robot_io.executors import EXECUTION_MODES
 from robot_io.protocol.errors import RobotIOError
+from robot_io.rerun_trace import RerunError, RerunRecording
 from robot_io.run_summary import ROWS_NOTE
 from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
 from vlash.cli.cpu_threads import server_threads
@@ -60,6 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     SERVER_FLAGS.add_to(p)
     p.add_argument("--device", default="cpu", help="server device (cpu, cuda, auto)")
     p.add_argument("--plot", type=Path, default=Path("demo.png"), help="PNG to write")
+    p.add_argument("--record", type=Path, default=None, metavar="FILE.rrd", help="also write a rerun recording, "
+                   "each mode under its name (`rerun FILE.rrd` replays it; the [viz] extra)")  # fmt: skip
     add_renamed_flags(p, RENAMED)
 
 
@@ -101,10 +105,14 @@ def run(args: argparse.Namespace) -> int:
     latency_ms = SERVER_FLAGS.build(args).inject_latency_ms  # the server's settings, checked here first
     modes = parse_modes(args)
     check_output_file(args.plot, "--plot")  # written at the end: a directory in its way is said now
+    if args.record is not None:
+        check_output_file(args.record, "--record")
     console = Console()
     server_args = serve_args(args)
     console.print(f"vlash demo: starting the policy server ({' '.join(server_args[:2])}) ...", soft_wrap=True)
-    with ServerProcess(server_args) as server:
+    with ExitStack() as stack:
+        recording = None if args.record is None else stack.enter_context(_recording(args.record))
+        server = stack.enter_context(ServerProcess(server_args))
         endpoint = server.start()
         console.print(server.banner, soft_wrap=True)
         console.print(f"driving sim:{config.task} at {config.rate_hz:g} Hz, {config.duration_s:g} s per mode: "
@@ -115,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                 def show(mode: str, status: dict) -> None:
                     live.update(Text(f"{mode:>6}  ") + status_line(status))
 
-                results = run_modes(endpoint, modes, config, show)
+                results = run_modes(endpoint, modes, config, show, recording)
         except RobotIOError as exc:
             raise ConfigError(f"{type(exc).__name__}: {exc}") from None
     latency = f", +{latency_ms:g} ms injected" if latency_ms else ""
@@ -125,4 +133,13 @@ def run(args: argparse.Namespace) -> int:
     if latency_ms:
         console.print(injection_note(results, latency_ms), soft_wrap=True)
     console.print(f"wrote {plot_demo(results, args.plot, title)}")
+    if args.record is not None:
+        console.print(f"wrote {args.record} (rerun {args.record})")
     return 0
+
+
+def _recording(path: Path) -> RerunRecording:
+    try:
+        return RerunRecording("vlash demo", path=path)
+    except (RerunError, OSError) as exc:  # no rerun, a file that cannot be opened
+        raise ConfigError(str(exc)) from None

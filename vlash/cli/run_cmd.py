@@ -10,7 +10,8 @@ driven: rc 1, with the reason on stderr after the summary, when no chunk ever ra
 --max-hold-share of the ticks not by design; more than 10% is called out on stderr with rc 0. Ctrl-C (SIGINT) or
 SIGTERM stops the run after its current tick: the hold is commanded, the summary printed and --json / --trace
 written, then rc 130 (143 for SIGTERM); a second one stops at once. Memory stays bounded however long the run;
---trace streams every tick and chunk to a file.
+--trace streams every tick and chunk to a file; --display shows the run in a rerun viewer and --record FILE.rrd
+writes the same for replay (robot_io.rerun_trace).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
 from robot_io.protocol.endpoints import DEFAULT_ENDPOINT, check_endpoint
 from robot_io.protocol.errors import EndpointError, RobotIOError
+from robot_io.rerun_trace import RerunError, RerunRecording, RerunTrace
 from robot_io.robots import Robot, RobotConfigError, make_robot
 from robot_io.run_summary import LABELS, MAX_HOLD_SHARE, ROWS_NOTE
 from robot_io.run_trace import JsonLinesTrace, JsonReport
@@ -119,6 +121,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "JSON document, the records written as the run goes)")  # fmt: skip
     p.add_argument("--trace", type=Path, default=None, help="write every tick and every chunk record here as the "
                    "run goes (JSON Lines: kind tick / chunk, then the summary)")  # fmt: skip
+    p.add_argument("--display", action="store_true", help="show the run live in a rerun viewer: camera frames, "
+                   "commanded vs measured joints, chunks, latency, holds (the [viz] extra)")  # fmt: skip
+    p.add_argument("--record", type=Path, default=None, metavar="FILE.rrd", help="write what --display shows to a "
+                   "rerun recording (`rerun FILE.rrd` replays it; the [viz] extra)")  # fmt: skip
     add_renamed_flags(p, RENAMED)
 
 
@@ -140,7 +146,7 @@ def check_args(args: argparse.Namespace) -> None:
     for flag, path in files.items():
         if path is not None and not path.is_file():
             raise ConfigError(f"{flag} {str(path)!r}: no such file")
-    for flag, path in {"--json": args.json, "--trace": args.trace}.items():
+    for flag, path in {"--json": args.json, "--trace": args.trace, "--record": args.record}.items():
         if path is not None and path.is_dir():
             raise ConfigError(f"{flag} {str(path)!r} is a directory; give a file name")
 
@@ -236,6 +242,12 @@ def _open_traces(args: argparse.Namespace, stack: ExitStack) -> list:
                 traces.append(stack.enter_context(kind(path)))
             except OSError as exc:
                 raise ConfigError(f"{flag} {str(path)!r}: {exc.strerror or exc}") from None
+    if args.display or args.record is not None:
+        try:
+            recording = stack.enter_context(RerunRecording(f"vlash run {args.robot}", args.display, args.record))
+        except (RerunError, OSError) as exc:  # no rerun, no viewer, a file that cannot be opened
+            raise ConfigError(str(exc)) from None
+        traces.append(RerunTrace(recording))
     return traces
 
 
@@ -266,6 +278,9 @@ def run(args: argparse.Namespace) -> int:
             except RobotIOError as exc:  # no server, protocol mismatch
                 raise ConfigError(f"{type(exc).__name__}: {exc}") from None
             robot = robot or _robot(args, metadata)
+            for trace in traces:
+                if isinstance(trace, RerunTrace):  # its series are named after the robot's entries
+                    trace.names = (getattr(robot, "state_names", ()), getattr(robot, "action_names", ()))
             config = build_config(args, execution_horizon(args, metadata.chunk_length))
             printer = StatusPrinter()
             try:
@@ -287,7 +302,8 @@ def report(result: RunResult, traces: list, stop: StopRequest, max_hold_share: f
     summary = result.summary
     print(summary_text(summary))
     for trace in traces:
-        print(f"wrote {trace.path}" if trace.error is None else f"{trace.path} is incomplete: {trace.error}")
+        if trace.path is not None:  # --display alone writes nothing
+            print(f"wrote {trace.path}" if trace.error is None else f"{trace.path} is incomplete: {trace.error}")
     if result.stopped:
         print(f"vlash run: stopped by {stop.name} after {summary.duration_s:.1f} s ({summary.ticks} "
               f"ticks); the robot {result.left}")  # fmt: skip

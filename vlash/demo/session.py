@@ -9,6 +9,7 @@ from typing import Any
 
 from robot_io.client import PolicyClient
 from robot_io.executors import ExecutorConfig
+from robot_io.rerun_trace import RerunRecording, RerunTrace
 from robot_io.runner import RunConfig, RunResult, run_robot
 from vlash.sim.robot import SimRobot
 
@@ -41,15 +42,21 @@ class DemoConfig:
 
 
 def run_mode(
-    endpoint: str, mode: str, config: DemoConfig, status: Callable[[dict[str, Any]], None] | None = None
+    endpoint: str,
+    mode: str,
+    config: DemoConfig,
+    status: Callable[[dict[str, Any]], None] | None = None,
+    recording: RerunRecording | None = None,
 ) -> RunResult:
-    """One run of `mode` with a fresh client and a fresh simulated robot named after the policy's camera."""
+    """One run of `mode` with a fresh client and a fresh simulated robot named after the policy's camera; logged to
+    `recording` under the mode's name when given."""
     run_config = config.run_config(mode)
     with PolicyClient(endpoint, timeout_s=config.timeout_s, client_name=f"vlash-demo:{mode}") as client:
         cameras = client.connect().cameras
         camera = cameras[0].name if len(cameras) == 1 else "image"
         robot = SimRobot(config.task, seed=config.seed, camera=camera)
-        return run_robot(robot, client, run_config, status=status)
+        traces = [] if recording is None else [RerunTrace(recording, mode, (robot.state_names, robot.action_names))]
+        return run_robot(robot, client, run_config, status=status, traces=traces)
 
 
 def run_modes(
@@ -57,9 +64,11 @@ def run_modes(
     modes: Sequence[str],
     config: DemoConfig,
     status: Callable[[str, dict[str, Any]], None] | None = None,
+    recording: RerunRecording | None = None,
 ) -> dict[str, RunResult]:
-    """`run_mode` for each mode in turn."""
+    """`run_mode` for each mode in turn (into one recording, each mode under its name)."""
     results = {}
     for mode in modes:
-        results[mode] = run_mode(endpoint, mode, config, None if status is None else lambda s, m=mode: status(m, s))
+        shown = None if status is None else lambda s, m=mode: status(m, s)
+        results[mode] = run_mode(endpoint, mode, config, shown, recording)
     return results
