@@ -80,6 +80,8 @@ def test_without_lerobot_the_command_fails_with_one_line_naming_the_extra(capsys
         (["--robot", "ros:arm"], "unknown robot spec 'ros:arm'"),
         (["--robot", "sim:reach", "--robot-config", str(SO101_YAML)], "applies to lerobot:<type> robots"),
         (["--robot", "sim:reach", "--camera", "base_0_rgb"], "expected POLICY_CAMERA=ROBOT_CAMERA"),
+        (["--robot", "sim:reach", "--sim", "observe=[speed]"], "observe: unknown observation 'speed'"),
+        (["--robot", "lerobot:so101_follower", "--sim-config", "velocity"], "apply to sim:<task> robots"),
     ],
 )
 def test_setup_errors_are_one_line(fake_lerobot, capsys, argv, match):
@@ -315,6 +317,27 @@ def test_the_mock_robot_takes_the_policys_shape_and_a_short_chunk_its_horizon(ca
         assert infer.state.shape == (8,) and {k: v.shape for k, v in infer.images.items()} == {
             "top": (224, 224, 3), "wrist": (120, 160, 3)}  # fmt: skip
     assert re.search(r"^\s*chunks run\s+[1-9]", capsys.readouterr().out, re.M)
+
+
+@pytest.mark.sim  # the simulated arm (gymnasium, OpenCV)
+def test_a_simulated_robot_runs_in_the_settings_given_its_extras_sent_and_kept_in_vlash_mode():
+    """`--robot sim:hold --sim-config velocity-observable`: the state the policy gets holds the joints, their
+    velocities and the target (8 entries); vlash's future state rolls the joints and keeps the rest."""
+    meta = Metadata("hold", [CameraSpec("base_0_rgb", 96, 96)], 8, 2, 20, 30.0, "fp32", "loopback", 1, "constant",
+                    False)  # fmt: skip
+    turn = lambda infer: np.tile(np.float32([0.3, 0.0]), (20, 1))  # noqa: E731  velocity actions: turn joint 0
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", turn, meta) as server:
+        argv = ["run", "--server", server.endpoint, "--robot", "sim:hold", "--sim-config", "velocity-observable"]
+        assert main([*argv, "--duration-s", "1", "--timeout", "5"]) == 0
+        requests = list(server.requests)
+    assert len(requests) >= 2 and all(infer.state.shape == (8,) for infer in requests)
+    futures = [infer for infer in requests if infer.future_state is not None]
+    assert futures and all(infer.delay_steps >= 1 for infer in futures)
+    for infer in futures:  # joint 0 rolled forward by the committed 0.3 rad/s, joint 1 and the extras as observed
+        np.testing.assert_allclose(infer.future_state[0], infer.state[0] + infer.delay_steps * 0.3 / 30, atol=1e-5)
+        np.testing.assert_array_equal(infer.future_state[1:], infer.state[1:])
+    assert np.abs(requests[-1].state[2] - 0.3) < 0.01  # joint 0's measured velocity
+    assert np.abs(requests[0].state[4:6]).max() > 0.2  # the named target's position, after the joints' velocities
 
 
 def test_ctrl_c_stops_the_run_cleanly_with_the_summary_the_json_and_rc_130(tmp_path):

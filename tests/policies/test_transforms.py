@@ -159,3 +159,27 @@ def test_the_transform_is_saved_and_loaded(tmp_path, tiny, tokenizer_dir):
     assert load_policy(velocity).processor.transform == VELOCITY
     plain = save_policy(tmp_path / "q", tiny, _normalizer(), tok, 2, 2)
     assert load_policy(plain).processor.transform is None
+
+
+def test_a_state_with_extras_keeps_them_past_the_transformed_joints(tiny, tokenizer_dir):
+    """A state longer than the action (joint velocities, a target: SimSettings.observe) reaches the model with its
+    joints in the transform's space and the extras as they are; the relative offset and the chunk back to joints
+    use the joints alone."""
+    q = lambda lo, hi: {"q01": np.array(lo, np.float32), "q99": np.array(hi, np.float32)}  # noqa: E731
+    state_norm = FeatureNorm("observation.state", NormMode.QUANTILES, q([-0.9] * 5, [0.9] * 5))
+    normalizer = Normalizer([state_norm, _normalizer().feature("action")])
+    encoder = Pi05PromptEncoder(PromptTokenizer.from_dir(tokenizer_dir), tiny.config.max_token_len, state_dims=5)
+    ee = Pi05Processor(tiny.config, normalizer, encoder, action_dims=2, relative_mask=(True, True), transform=SPACE)
+    joint = Pi05Processor(tiny.config, normalizer, encoder, action_dims=2, relative_mask=(True, True))
+    states = np.array([[0.3, 1.1, 0.5, -0.2, 0.7], [-2.0, -0.8, 0.0, 0.1, -0.4]], np.float32)
+    model_states = np.concatenate([SPACE.to_model(states[:, :2]), states[:, 2:]], axis=1)
+    image = {"base_0_rgb": np.zeros((96, 96, 3), np.uint8)}
+    seen = ee.preprocess([Observation(image, s, "touch the red target") for s in states])
+    expected = joint.preprocess([Observation(image, s, "touch the red target") for s in model_states])
+    assert torch.equal(seen.tokens, expected.tokens)
+    actions = np.stack([_chunk(s[:2], s[:2] + np.array([0.4, -0.3]), 8) for s in states])
+    model_actions = ee.to_model_actions(actions, states)
+    np.testing.assert_allclose(model_actions, ee.to_model_actions(actions, states[:, :2]), atol=1e-6)
+    padded = torch.zeros(2, 8, tiny.config.action_dim)
+    padded[..., :2] = torch.from_numpy(model_actions)
+    np.testing.assert_allclose(ee.postprocess(padded, states), actions, atol=1e-4)

@@ -81,6 +81,23 @@ def test_sim_robot_follows_the_settings_action_interface():
     assert ee.send_action({"action": np.array([1.0, 0.0], np.float32)})["action"][0] == pytest.approx(0.13)
 
 
+@pytest.mark.sim
+def test_sim_robot_names_the_extras_after_the_joints_it_commands():
+    from vlash.sim import load_sim_settings
+
+    settings = load_sim_settings(None, ["action_interface=velocity", "observe=[joint_velocity,target]"])
+    robot = SimRobot("intercept", seed=0, settings=settings)
+    names = ["joint0", "joint1", "joint0_velocity", "joint1_velocity", "target_x", "target_y", "target_vx", "target_vy"]
+    assert robot.state_names == names and robot.action_names == ["joint0", "joint1"]  # known before connect
+    assert robot.observation_features["state"].shape == (8,) and robot.action_features["action"].shape == (2,)
+    np.testing.assert_array_equal(action_state_index(robot), [0, 1])  # what vlash mode rolls forward
+    robot.connect()
+    obs = robot.get_observation()
+    assert obs["state"].shape == (8,) and robot.env.state_names == names
+    robot.send_action({"action": np.zeros(2, np.float32)})
+    np.testing.assert_array_equal(robot.get_observation()["state"][:2], robot.env.arm_state.q.astype(np.float32))
+
+
 class FakeLeRobot:
     """The LeRobot Robot interface: flat '<joint>.pos' and camera features."""
 

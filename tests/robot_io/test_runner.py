@@ -24,8 +24,8 @@ from vlash.sim.policy_link import SimulatedPolicyLink
 from vlash.sim.robot import SimRobot
 
 
-def sim_runner(mode="vlash", chunk_length=50, latency_s=0.1, duration_s=6.0, task="reach", **executor):
-    robot = SimRobot(task, seed=1)
+def sim_runner(mode="vlash", chunk_length=50, latency_s=0.1, duration_s=6.0, task="reach", settings=None, **executor):
+    robot = SimRobot(task, seed=1, settings=settings)
     robot.connect()
     clock = SimulatedClock()
     meta = sim_metadata(robot, chunk_length)
@@ -54,6 +54,23 @@ def test_vlash_runs_simulated_episodes_with_the_expert_and_logs_every_tick():
         len(resets) >= s.episodes - 1
         and resets == np.cumsum([e.steps for e in result.episodes])[: len(resets)].tolist()
     )
+
+
+@pytest.mark.sim  # the simulated arm (gymnasium, OpenCV)
+def test_vlash_rolls_only_the_commanded_joints_of_a_simulated_state_with_extras():
+    from vlash.sim import load_sim_settings
+
+    settings = load_sim_settings(None, ["observe=[joint_velocity,target]"])
+    runner, client = sim_runner("vlash", duration_s=6.0, task="hold", settings=settings)
+    sent = []
+    submit = client.submit
+    client.submit = lambda infer: (sent.append(infer), submit(infer))[1]
+    result = runner.run()
+    assert result.states.shape[1] == 8 and result.commands.shape[1] == 2 and result.summary.successes >= 1
+    futures = [infer for infer in sent if infer.future_state is not None]
+    assert futures and all(np.array_equal(i.future_state[2:], i.state[2:]) for i in futures)  # extras as observed
+    # the joints: the last command before the switch (absolute targets), not the observed positions
+    assert any(np.abs(i.future_state[:2] - i.state[:2]).max() > 1e-3 for i in futures)
 
 
 @pytest.mark.sim  # the simulated arm (gymnasium, OpenCV)

@@ -38,6 +38,7 @@ from robot_io.run_trace import JsonLinesTrace, JsonReport
 from robot_io.runner import RunConfig, RunResult, RunSummary, run_robot
 from robot_io.stop_signals import StopRequest, handle_stop_signals
 from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
+from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
 from vlash.errors import ConfigError
 from vlash.sim.robot import SimRobot
 
@@ -100,6 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="lerobot:<type>: YAML of LeRobot's config fields (port, id, cameras)",
     )
+    add_sim_arguments(p, "of a sim:<task> robot (the ones the policy was trained in: its state's extras too)")
     p.add_argument(
         "--camera",
         action="append",
@@ -166,13 +168,16 @@ def default_horizon(chunk_length: int, action_stride: int) -> int:
     return max(1, min(DEFAULT_HORIZON, chunk_length // action_stride // 2))
 
 
-def build_config(args: argparse.Namespace, horizon: int) -> RunConfig:
-    """The run the flags ask for, at execution horizon `horizon`: one-line ConfigError naming the flag."""
+def build_config(args: argparse.Namespace, horizon: int, action_kind: str = "absolute") -> RunConfig:
+    """The run the flags ask for, at execution horizon `horizon`, for a robot whose actions are `action_kind`
+    (a simulated arm says which: velocity actions roll the state forward as velocities): one-line ConfigError naming
+    the flag."""
     try:
         camera_map = parse_camera_map(args.camera)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    executor = EXECUTOR_FLAGS.build(args, execution_horizon=horizon, record_window=RECENT_CHUNKS)
+    executor = EXECUTOR_FLAGS.build(args, execution_horizon=horizon, record_window=RECENT_CHUNKS,
+                                    action_kind=action_kind)  # fmt: skip
     # nothing per tick is kept in memory (trace_ticks 0): --trace streams it to a file
     return RUN_FLAGS.build(args, executor=executor, camera_map=camera_map, trace_ticks=0)
 
@@ -254,10 +259,13 @@ def _open_traces(args: argparse.Namespace, stack: ExitStack) -> list:
 def _robot(args: argparse.Namespace, metadata: Metadata | None = None) -> Robot:
     """The robot --robot names: the simulator's arm (sim:TASK, from vlash.sim), or one robot_io builds."""
     try:
+        simulated = args.sim_config is not None or bool(args.sim)
         if args.robot.partition(":")[0] == "sim":
             if args.robot_config is not None:
                 raise RobotConfigError(f"a robot config file applies to lerobot:<type> robots, not {args.robot!r}")
-            return SimRobot.from_spec(args.robot)
+            return SimRobot.from_spec(args.robot, settings=load_sim_arguments(args) if simulated else None)
+        if simulated:
+            raise RobotConfigError(f"--sim-config / --sim apply to sim:<task> robots, not {args.robot!r}")
         return make_robot(args.robot, args.robot_config, metadata)
     except (RobotIOError, ValueError) as exc:  # unknown spec or type, bad config file, LeRobot not installed
         raise ConfigError(str(exc)) from None
@@ -281,7 +289,8 @@ def run(args: argparse.Namespace) -> int:
             for trace in traces:
                 if isinstance(trace, RerunTrace):  # its series are named after the robot's entries
                     trace.names = (getattr(robot, "state_names", ()), getattr(robot, "action_names", ()))
-            config = build_config(args, execution_horizon(args, metadata.chunk_length))
+            kind = getattr(robot, "action_kind", "absolute")  # SimRobot's: its interface's
+            config = build_config(args, execution_horizon(args, metadata.chunk_length), kind)
             printer = StatusPrinter()
             try:
                 result = run_robot(robot, client, config, status=printer, traces=traces, stop=stop.event,

@@ -15,8 +15,9 @@ def add_sim_arguments(p: argparse.ArgumentParser, what: str) -> None:
         "--sim-config",
         type=Path,
         default=None,
-        help=f"simulator settings {what}: a YAML file or a shipped name (position, velocity, velocity-load: "
-        "configs/eval/*.yaml); default: position actions, no disturbance",
+        help=f"simulator settings {what}: a YAML file or a shipped name (position, velocity, velocity-load, "
+        "velocity-observable, velocity-load-observable: configs/eval/*.yaml); default: position actions, no "
+        "disturbance, the joint positions as the state",
     )
     p.add_argument(
         "--sim",
@@ -24,7 +25,7 @@ def add_sim_arguments(p: argparse.ArgumentParser, what: str) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override one simulator setting, e.g. action_interface=velocity, disturbance.scale=0.3, "
-        "task.hold_steps=45 (repeatable)",
+        "observe=[joint_velocity,target], task.hold_steps=45 (repeatable)",
     )
 
 

@@ -5,6 +5,10 @@ switches chunks, launches requests) and returns the action for k or None; robot_
 for None (the last command for position targets, zero for increments and velocities), exactly as on a robot; the
 environment steps. The policy link is a SimulatedPolicyLink on a SimulatedClock whose replies arrive as LinkTiming
 says (vlash/eval/link.py). Everything is deterministic given the episode seed.
+
+The simulator's state may hold extras after the entries the actions act on (SimSettings.observe): the executor is
+told where the action's entries are (`state_index`, as `vlash run` tells it from the robot's names), so the future
+state rolls those forward and keeps the extras as observed, and the hold is taken from them.
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ class EpisodeRunner:
         link = SimulatedPolicyLink(lambda infer: timing.planned(planner(infer)), self._metadata(obs), clock,
                                 latency_s=timing.delay * period_ns / 1e9)  # fmt: skip
         executor = make_executor(link, config, env.dt, clock)
+        executor.state_index = index = np.arange(len(env.action_space.low))  # the leading entries: the action's
         executor.start()
         safety = Safety(SafetyConfig(action_kind=config.action_kind), len(env.action_space.low))
         for k in range(env.max_steps):
@@ -90,7 +95,7 @@ class EpisodeRunner:
             state = np.asarray(obs["state"], np.float32)
             observation = {"state": state, "images": {policy.camera: obs["image"]}, "prompt": env.instruction}
             action = executor.tick(k, observation)
-            command, _ = safety.filter(action, state, expected=executor.waiting)
+            command, _ = safety.filter(action, state[index], expected=executor.waiting)
             cur = executor.current
             trace.plan_steps.append(-1 if cur is None else self._request_step(executor, cur.chunk_id))
             trace.states.append(state.copy())

@@ -82,7 +82,7 @@ def commanded_path(trace: EpisodeTrace) -> np.ndarray:
     commands = np.stack(trace.commands) if trace.commands else np.zeros((0, 2))
     if trace.interface == "position" or not len(commands):
         return commands
-    start = np.asarray(trace.states[0], np.float64)
+    start = np.asarray(trace.states[0], np.float64)[: commands.shape[1]]  # the entries the commands act on
     scale = trace.dt if trace.interface == "velocity" else 1.0
     return start + scale * np.cumsum(commands, axis=0)
 

@@ -26,6 +26,8 @@ class ChunkPolicy(Protocol):
     num_steps: int  # N: denoise steps of a whole chunk
     camera: str  # the camera name its requests carry the simulator's image under
     action_interface: str | None  # the simulator actions it was trained for; None: any (or not recorded)
+    state_dims: int | None  # entries its requests' state must have; None: any
+    state_names: list[str] | None  # what those entries are (the simulator's state_names); None: not recorded
 
     def planner(self, env: Any, commanded: Commanded, action_stride: int) -> Planner: ...
 
@@ -36,6 +38,7 @@ class OraclePolicy:
 
     camera = SIM_CAMERA
     action_interface = None  # the expert plans in whatever the simulator takes
+    state_dims = state_names = None  # it plans from the state's leading entries, whatever follows them
 
     def __init__(self, horizon: int = 50, num_steps: int = 10) -> None:
         self.horizon, self.num_steps = horizon, num_steps
@@ -58,8 +61,10 @@ class LearnedPolicy:
         self.num_steps = num_steps or policy.config.num_steps
         self.camera = policy.config.camera_names[0]
         self.action_interface = policy.metadata.get("sim", {}).get("action_interface")  # as vlash train records it
+        self.state_names = policy.metadata.get("state_names")  # as vlash train records it
         engine = create_engine("torch", model=policy.model.eval())
         self.runtime = PolicyRuntime(policy, engine, num_steps=self.num_steps, guidance_weight=guidance_weight)
+        self.state_dims = self.runtime.state_dims
 
     def planner(self, env: Any, commanded: Commanded, action_stride: int) -> Planner:
         from vlash.runtime.policy_runtime import ChunkRequest  # extra: server

@@ -172,6 +172,7 @@ def check_sweep(cfg: SweepConfig):
         raise ConfigError(f"simulator settings: {exc}") from None
     policy = load_chunk_policy(cfg.policy)
     check_action_interface(policy.action_interface, env.action_interface, cfg.policy)
+    check_state(policy.state_names, policy.state_dims, env.state_names, cfg.policy)
     for executor, timing in cells:
         try:
             check_cell(executor, timing.delay, policy.horizon)
@@ -189,6 +190,18 @@ def check_action_interface(trained: str | None, interface: str, name: str) -> No
         raise ConfigError(
             f"{name} was trained with {trained} actions but the simulator takes {interface} actions: pass the "
             f"settings it was trained in (--sim-config {trained}, or a YAML; its config.yaml lists them under "
+            "metadata.sim)"
+        )
+
+
+def check_state(names: list[str] | None, dims: int | None, observed: list[str], name: str) -> None:
+    """ConfigError when the state a policy was trained on (ChunkPolicy.state_names, else its size) is not the one
+    the sweep's simulator observes (SimSettings.observe adds entries). None (the oracle) passes."""
+    trained = f"the state {names}" if names is not None else f"a state of {dims} entries"
+    if (names is not None and list(names) != list(observed)) or (dims is not None and dims != len(observed)):
+        raise ConfigError(
+            f"{name} was trained on {trained} but the simulator observes {observed}: pass the settings it was "
+            "trained in (--sim-config velocity-observable, say, or a YAML; its config.yaml lists them under "
             "metadata.sim)"
         )
 

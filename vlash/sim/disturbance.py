@@ -4,8 +4,9 @@
   every substep (vlash.sim.arm). kind "load": per joint a sum of sinusoids with random phases and periods,
   scaled so that its peak over the episode is `scale`; kind "drift": a constant bias of norm `scale` in a
   random direction. A position servo's P term mostly rejects it; integrated velocity commands drift with it.
-- `ObservationChannel`: gaussian noise of std `sensor_noise` on the observed state, and observations returned
-  `latency` control steps late (at reset the buffer holds the reset observation).
+- `ObservationChannel`: gaussian noise of std `sensor_noise` on every entry of the observed state (the extras of
+  vlash.sim.observations too, each in its own units), and observations returned `latency` control steps late (state
+  and image together; at reset the buffer holds the reset observation).
 
 Every random draw here comes from generators of its own derived from the episode seed, never from the env's
 rng, so the task's world for a seed is the same with and without these features.
@@ -166,6 +167,10 @@ class Unmodelled:
     def bias(self, step: int) -> list[list[float]] | None:
         """The load's bias[joint][substep] during control step `step` (None: no load)."""
         return None if self.load is None else self.load.substeps(step, self.arm.control_dt, self.arm.substeps)
+
+    def bias_at(self, step: int) -> np.ndarray | None:
+        """The load's bias [J] at the start of control step `step` (None: no load)."""
+        return None if self.load is None else self.load.at(step * self.arm.control_dt)
 
     def observe(self, observation: dict, record: bool = True) -> dict:
         """The observation to return for the one captured now (record=False: the last one returned, unchanged)."""

@@ -18,6 +18,7 @@ from vlash.sim.disturbance import Unmodelled
 from vlash.sim.errors import SimActionError, SimConfigError, SimStateError
 from vlash.sim.expert import expert_plan
 from vlash.sim.interfaces import ACTION_KIND, make_interface
+from vlash.sim.observations import Extras, extra_names
 from vlash.sim.planner import PlanLimits
 from vlash.sim.render import Renderer
 from vlash.sim.settings import SimSettings
@@ -43,11 +44,12 @@ class SimSnapshot:
 
 
 class ArmEnv(gym.Env):
-    """Planar 2-joint arm; obs {"image": uint8 [S, S, 3] RGB, "state": float32 [2]}.
+    """Planar 2-joint arm; obs {"image": uint8 [S, S, 3] RGB, "state": float32 [2 + extras]}.
 
-    `settings.action_interface` says what an action is and what "state" holds (vlash.sim.interfaces):
+    `settings.action_interface` says what an action is and what "state" begins with (vlash.sim.interfaces):
     position (default): absolute joint targets [J], state = joint positions; velocity: joint velocities [J],
-    state = joint positions; ee_delta: end-effector increments [2], state = end-effector [x, y]. Out-of-range
+    state = joint positions; ee_delta: end-effector increments [2], state = end-effector [x, y]; then the extras
+    `settings.observe` lists (vlash.sim.observations: joint velocities, the target; `state_names`). Out-of-range
     actions are clipped (info reports it). Sparse reward: 1.0 on the last step of a successful episode
     (reach/intercept/hold terminate when solved, track/whack are judged at max_steps), else 0.0.
     Explicit image_size / arm / planner arguments override those of `settings`.
@@ -95,7 +97,12 @@ class ArmEnv(gym.Env):
         self._step = 0
         self._done = False
         self._image: np.ndarray | None = None
+        max_speed = self.arm_config.max_velocity + 1.01 * settings.disturbance.scale  # 1%: the load's sampled peak
+        self._extras = Extras(settings.observe, self._servo.limits, max_speed)
         size, (low, high) = settings.image_size, self.interface.state_bounds()
+        if self._extras:
+            extra_low, extra_high = self._extras.bounds()
+            low, high = np.concatenate([low, extra_low]), np.concatenate([high, extra_high])
         self._unmodelled = Unmodelled(
             settings.disturbance, settings.sensor_noise, settings.observation_latency, self.arm_config,
             self.task.max_steps * self.dt, (low, high),
@@ -149,7 +156,13 @@ class ArmEnv(gym.Env):
 
     @property
     def state_names(self) -> list[str]:
-        """Names of the observed state's entries: ["joint0", "joint1"] or ["ee_x", "ee_y"]."""
+        """Names of the observed state's entries: the interface's (["joint0", "joint1"] or ["ee_x", "ee_y"]), then
+        the extras' (["joint0_velocity", ..., "target_x", ...]: vlash.sim.observations)."""
+        return self.interface.state_names + extra_names(self._extras.observe, self.num_joints)
+
+    @property
+    def action_names(self) -> list[str]:
+        """The state entries the actions act on (as targets, velocities or increments): the leading ones."""
         return self.interface.state_names
 
     @property
@@ -288,7 +301,13 @@ class ArmEnv(gym.Env):
         """The observation now; with noise or latency, the one the channel shows (record=False: without capturing)."""
         state = self._require_state()
         self._image = self._renderer.draw(state.q, self.task.draw_items(self._world, self._step))
-        return self._unmodelled.observe({"image": self._image, "state": self.interface.observe(state)}, record)
+        observed = self.interface.observe(state)
+        if self._extras:
+            target = self.task.target_xy(self._world, self._step)
+            velocity = self.task.target_velocity(self._world, self._step)
+            extras = self._extras.values(state, self._unmodelled.bias_at(self._step), target, velocity)
+            observed = np.concatenate([observed, extras]).astype(np.float32)
+        return self._unmodelled.observe({"image": self._image, "state": observed}, record)
 
     def _info(self, events: list, clipped: bool) -> dict:
         state = self._require_state()
@@ -306,8 +325,8 @@ class ArmEnv(gym.Env):
 
 def make_env(task: str, seed: int | None = 0, settings: SimSettings | None = None, **kwargs: Any) -> ArmEnv:
     """Build an ArmEnv for one of TASKS from `settings` (None: the defaults). Keyword arguments named like a
-    SimSettings field (image_size, arm, planner, action_interface, disturbance, sensor_noise, observation_latency)
-    override it; task_config and render_mode go to ArmEnv."""
+    SimSettings field (image_size, arm, planner, action_interface, disturbance, sensor_noise, observation_latency,
+    observe) override it; task_config and render_mode go to ArmEnv."""
     if not isinstance(settings, SimSettings | None):
         raise SimConfigError(f"make_env: settings must be a SimSettings (see load_sim_settings), got {settings!r:.80}")
     fields = {name: kwargs.pop(name) for name in SETTING_ARGUMENTS if name in kwargs}

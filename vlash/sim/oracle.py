@@ -11,6 +11,8 @@ answers a request as a perfect policy trained for that request would:
     otherwise (sync, naive, rtc, ensemble): planned from the request's state at the measured velocity; guidance
         is ignored (the expert's plan is already the one guided inpainting would pull toward)
 Actions come in the env's action interface (vlash.sim: position targets, velocities, end-effector increments).
+A state with extras after the interface's entries (SimSettings.observe) is planned from its leading entries, the
+ones the actions act on; the expert reads the world itself and needs none of the extras.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ class ExpertPlanner:
     ) -> None:
         self.env, self.chunk_length, self.commanded, self.q = env, chunk_length, commanded, action_stride
         self.interface = getattr(env, "action_interface", "position")
+        self.action_dim = len(env.action_space.low)  # the leading state entries the actions act on
 
     def __call__(self, infer: Infer) -> np.ndarray:
-        h, state = self.chunk_length, np.asarray(infer.state, np.float64)
+        h, state = self.chunk_length, np.asarray(infer.state, np.float64)[: self.action_dim]
         if infer.prefix is not None and len(infer.prefix):
             prefix = np.asarray(infer.prefix, np.float64)
             c = len(prefix)
@@ -47,8 +50,8 @@ class ExpertPlanner:
         if infer.future_state is not None:
             d = infer.delay_steps // self.q  # delay_steps counts chunk indices: d control steps * q
             velocity = self._velocity_at(infer.step_index + d)
-            return self.env.expert_chunk(h, state=np.asarray(infer.future_state, np.float64), start_offset=d,
-                                         velocity=velocity).astype(np.float32)  # fmt: skip
+            future = np.asarray(infer.future_state, np.float64)[: self.action_dim]
+            return self.env.expert_chunk(h, state=future, start_offset=d, velocity=velocity).astype(np.float32)
         return self.env.expert_chunk(h, state=state).astype(np.float32)
 
     def _command(self, step: int) -> np.ndarray | None:
@@ -87,13 +90,13 @@ def expert_planner(robot: Any, chunk_length: int = 50) -> Planner:
 
 
 def sim_metadata(robot: Any, chunk_length: int = 50, rate_hz: float = 30.0) -> Metadata:
-    """Metadata of an in-process policy for a connected SimRobot (its camera, its joints)."""
-    s, j = robot.image_size, robot.env.num_joints
+    """Metadata of an in-process policy for a connected SimRobot (its camera, its state, its joints)."""
+    s = robot.image_size
     return Metadata(
         model_id="scripted-expert",
         cameras=[CameraSpec(robot.camera, s, s)],
-        state_dim=j,
-        action_dim=j,
+        state_dim=len(robot.state_names),
+        action_dim=len(robot.action_names),
         chunk_length=chunk_length,
         control_rate_hz=rate_hz,
         precision="fp32",

@@ -12,6 +12,7 @@ import numpy as np
 from robot_io.protocol.specs import ArraySpec
 from robot_io.robots.base import action_vector
 from vlash.sim.interfaces import ACTION_KIND
+from vlash.sim.observations import check_observe, extra_names
 
 RECENT_EPISODES = 1000  # outcomes kept in SimRobot.episodes (each holds its events)
 SIM_CAMERA = "base_0_rgb"  # pi0.5's name for the base (third-person) view: the top-down camera is one
@@ -31,8 +32,9 @@ class SimRobot:
     """A simulated task (reach, track, whack, intercept, hold): each `send_action` is one env.step.
 
     `settings` (vlash.sim.SimSettings, e.g. from load_sim_settings) configures the simulator: its action
-    interface decides what an action is and what the state holds (`action_interface`, `action_kind`,
-    `state_names`); `env_options` are more make_env arguments and override it. Episodes restart automatically
+    interface decides what an action is and what the state begins with, its `observe` which extras follow
+    (`action_interface`, `action_kind`, `state_names`, `action_names`: the action acts on the leading entries);
+    `env_options` are more make_env arguments and override it. Episodes restart automatically
     (seed, seed + 1, ...); `episode_count` and `successes` count them all, and `episodes` keeps the outcomes of
     the last RECENT_EPISODES (a long run's memory stays bounded). The env is exposed as `env` (a privileged
     scripted expert can plan from it, see vlash.sim.oracle.expert_planner)."""
@@ -59,6 +61,7 @@ class SimRobot:
             raise ValueError(
                 f"SimRobot: action_interface must be one of {list(ACTION_KIND)}, got {self.action_interface!r}"
             )
+        self.observe = check_observe(self._setting("observe", ()))  # extras after the interface's state entries
         self.env: Any = None
         self.episodes: deque[EpisodeOutcome] = deque(maxlen=RECENT_EPISODES)
         self.episode_count = 0  # finished episodes, all of them
@@ -96,21 +99,22 @@ class SimRobot:
 
     @property
     def state_names(self) -> list[str]:
-        """The state's entries: joint positions ("joint0", ...) or the end effector's ("ee_x", "ee_y")."""
+        """The state's entries: joint positions ("joint0", ...) or the end effector's ("ee_x", "ee_y"), then the
+        extras `observe` lists ("joint0_velocity", ..., "target_x", ...: vlash.sim.observations)."""
+        return self.action_names + extra_names(self.observe, self._num_joints)
+
+    @property
+    def action_names(self) -> list[str]:
+        """Each action entry acts on the state entry of the same name (as a target, a velocity or an increment)."""
         if self.action_interface == "ee_delta":
             return ["ee_x", "ee_y"]
         return [f"joint{i}" for i in range(self._num_joints)]
 
     @property
-    def action_names(self) -> list[str]:
-        """Each action entry acts on the state entry of the same name (as a target, a velocity or an increment)."""
-        return self.state_names
-
-    @property
     def observation_features(self) -> dict[str, ArraySpec]:
-        j, s = self._num_joints, self.image_size
+        s = self.image_size
         return {
-            "state": ArraySpec("state", (j,), "float32"),
+            "state": ArraySpec("state", (len(self.state_names),), "float32"),
             f"images.{self.camera}": ArraySpec(self.camera, (s, s, 3), "uint8"),
         }
 
@@ -140,6 +144,8 @@ class SimRobot:
         self.env = make_env(self.task, seed=self.seed, settings=self.settings, **self.env_options)
         self._num_joints = self.env.num_joints
         self.action_interface = self.env.action_interface
+        if self.env.state_names != self.state_names:  # the names said before connecting must stay true
+            raise RuntimeError(f"SimRobot: the env's state is {self.env.state_names}, not {self.state_names}")
         self._reset()
 
     def disconnect(self) -> None:

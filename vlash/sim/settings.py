@@ -9,6 +9,7 @@ The file holds the same keys as `SimSettings.to_dict()` (every key optional, def
     disturbance: {kind: load, scale: 0.3, period_range: [1.5, 4.0], num_sines: 3}
     sensor_noise: 0.0                 # std of the observed state's noise (state units)
     observation_latency: 0            # observations returned this many control steps late
+    observe: [joint_velocity, target] # extras appended to the observed state (vlash.sim.observations); [] default
     image_size: 96
     arm: {max_velocity: 3.0, ...}     # ArmConfig fields
     planner: {gain: 10.0, ...}        # PlannerConfig fields
@@ -33,6 +34,7 @@ from vlash.sim.config import ArmConfig, PlannerConfig
 from vlash.sim.disturbance import DisturbanceConfig
 from vlash.sim.errors import SimConfigError
 from vlash.sim.interfaces import INTERFACES
+from vlash.sim.observations import check_observe
 from vlash.sim.settings_values import apply_fields, coerce, plain
 
 SECTIONS: dict[str, type] = {"arm": ArmConfig, "planner": PlannerConfig, "disturbance": DisturbanceConfig}
@@ -49,6 +51,8 @@ class SimSettings:
     disturbance: DisturbanceConfig = field(default_factory=DisturbanceConfig)  # unmodelled joint load
     sensor_noise: float = 0.0  # std of gaussian noise on the observed state (state units)
     observation_latency: int = 0  # observations (state and image) are this many control steps old
+    # extras appended to the observed state, in this order: joint_velocity, target (vlash.sim.observations)
+    observe: tuple[str, ...] = ()
     image_size: int = 96  # camera image side [px]
     task: tuple[tuple[str, Any], ...] = ()  # task config overrides (field, value), sorted; a mapping is accepted
 
@@ -66,6 +70,7 @@ class SimSettings:
         latency = self.observation_latency
         if isinstance(latency, bool) or not (isinstance(latency, int) and 0 <= latency <= MAX_LATENCY):
             raise SimConfigError(f"observation_latency must be an int in [0, {MAX_LATENCY}], got {latency!r}")
+        object.__setattr__(self, "observe", check_observe(self.observe))
         size = self.image_size
         if isinstance(size, bool) or not (isinstance(size, int) and 16 <= size <= 1024):
             raise SimConfigError(f"image_size must be an int in [16, 1024], got {size!r}")
@@ -98,10 +103,12 @@ class SimSettings:
         return apply_fields(base, self.task_overrides(), prefix="task.", owner=f"task {task!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able dict (lists, no tuples); from_dict / a settings file read it back."""
+        """Plain JSON-able dict (lists, no tuples); from_dict / a settings file read it back. `observe` is left out
+        while empty, so the records of settings without extras (datasets, policies, results) read as before."""
         doc = {name: plain(dataclasses.asdict(getattr(self, name))) for name in SECTIONS}
         top = ("action_interface", "sensor_noise", "observation_latency", "image_size")
-        return {**doc, **{name: getattr(self, name) for name in top}, "task": plain(self.task_overrides())}
+        observe = {"observe": list(self.observe)} if self.observe else {}
+        return {**doc, **{name: getattr(self, name) for name in top}, **observe, "task": plain(self.task_overrides())}
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any], overrides: Sequence[str] = ()) -> SimSettings:

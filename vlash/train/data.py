@@ -76,11 +76,14 @@ class TrainingData:
     ) -> None:
         self.relative = relative
         self.table = FrameTable(episodes)
-        self.state_dims = episodes[0].num_joints
-        if any(e.num_joints != self.state_dims for e in episodes):
-            raise TrainError("episodes differ in joint count")
-        if self.state_dims > config.action_dim:
-            raise TrainError(f"{self.state_dims} joints do not fit the policy's action_dim {config.action_dim}")
+        self.action_dims = episodes[0].num_joints  # real action entries (the joints)
+        self.state_dims = episodes[0].state_dims  # state entries in the prompt: the joints, then any extras
+        self.state_names = episodes[0].state_names
+        if any((e.num_joints, e.state_dims, e.state_names) != (self.action_dims, self.state_dims, self.state_names)
+               for e in episodes):  # fmt: skip
+            raise TrainError("episodes differ in joint count or state layout (state_names)")
+        if self.action_dims > config.action_dim:
+            raise TrainError(f"{self.action_dims} joints do not fit the policy's action_dim {config.action_dim}")
         if spec.horizon != config.action_horizon:
             raise TrainError(f"sample horizon {spec.horizon} != policy action_horizon {config.action_horizon}")
         self.config = config
@@ -120,10 +123,11 @@ class TrainingData:
         images = torch.from_numpy(self.images[batch.frames]).permute(0, 3, 1, 2).float() / 255.0 * 2.0 - 1.0
         states = self.normalizer.normalize(STATE_KEY, batch.states)
         ids, masks = self.encoder.encode_batch(batch.instructions, states)
-        targets = batch.targets - batch.states[:, None, :] if self.relative else batch.targets
+        joints = batch.states[:, None, : self.action_dims]
+        targets = batch.targets - joints if self.relative else batch.targets
         targets = self.normalizer.normalize(ACTION_KEY, targets).astype(np.float32)
         actions = np.zeros((*targets.shape[:2], self.config.action_dim), dtype=np.float32)
-        actions[..., : self.state_dims] = targets
+        actions[..., : self.action_dims] = targets
         size, cams = len(batch.frames), self.config.num_cameras
         # The simulator has one camera: the policy's first slot; other slots are masked out as the processor does.
         all_images = torch.full((size, cams, *images.shape[1:]), -1.0)

@@ -1,11 +1,12 @@
 """Episodes <-> one compressed .npz file (format "vlash.episodes/3"), written atomically, validated on load.
 
-Layout: frames of all episodes concatenated (`images` uint8 [N, S, S, 3], `states` / `actions` float32
-[N, J], `plans` float32 [N, K, J], K = 0 when the episodes have no per-frame plans), their expert tails
+Layout: frames of all episodes concatenated (`images` uint8 [N, S, S, 3], `states` float32 [N, D], `actions`
+float32 [N, J], `plans` float32 [N, K, J], K = 0 when the episodes have no per-frame plans), their expert tails
 concatenated (`tails` float32 [M, J]), plus per-episode arrays (`lengths` and `tail_lengths` int64 [E]
 (0: no tail), `seeds` int64 [E], `success` bool [E], `tasks` and `instructions` unicode [E]), and optionally
 `sim`: the simulator settings the episodes were recorded with (vlash.sim.SimSettings.to_dict() as a JSON
-string; absent: the defaults). No pickled objects: loading uses allow_pickle=False. Format 2 (no `plans`)
+string; absent: the defaults) and `state_names` (unicode [D], the entries of a state, Episode.state_names; absent: a
+state of the J joints). No pickled objects: loading uses allow_pickle=False. Format 2 (no `plans`)
 loads as episodes without plans; format 1 (no tails) is refused: record again.
 """
 
@@ -41,6 +42,7 @@ ARRAYS = (
 )
 PLANS = "plans"  # format 3 only
 SIM = "sim"  # optional: the recording's simulator settings (absent: the defaults)
+STATE_NAMES = "state_names"  # optional: the state's entries (absent: the joints alone)
 
 
 def save_episodes(
@@ -55,6 +57,9 @@ def save_episodes(
     joints = {e.num_joints for e in episodes}
     if len(sizes) != 1 or len(joints) != 1:
         raise DatasetError(f"episodes differ in image shape {sizes} or joint count {joints}; cannot concatenate")
+    layouts = {e.state_names for e in episodes}
+    if len(layouts) != 1:
+        raise DatasetError(f"episodes differ in state_names {sorted(layouts)}; cannot concatenate")
     plan_steps = {0 if e.plans is None else e.plans.shape[1] for e in episodes}
     if len(plan_steps) != 1:
         raise DatasetError(f"episodes differ in plan steps {sorted(plan_steps)} (0: no plans); cannot concatenate")
@@ -79,6 +84,8 @@ def save_episodes(
     }
     if sim is not None:
         arrays[SIM] = np.array(json.dumps(dict(sim), sort_keys=True))
+    if episodes[0].state_names:
+        arrays[STATE_NAMES] = np.array(episodes[0].state_names, dtype=np.str_)
     atomic_write(target, lambda f: np.savez_compressed(f, **arrays))
     return target
 
@@ -100,6 +107,8 @@ def _read(path: Path) -> dict[str, np.ndarray]:
                 if PLANS not in data.files:
                     raise DatasetError(f"{path}: missing arrays ['{PLANS}'] (has {sorted(data.files)})")
                 arrays[PLANS] = data[PLANS]
+            if STATE_NAMES in data.files:
+                arrays[STATE_NAMES] = data[STATE_NAMES]
             return arrays
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise DatasetError(f"cannot read dataset {path}: {exc}") from exc
@@ -126,8 +135,8 @@ def _check(path: Path, a: dict[str, np.ndarray]) -> None:
             raise DatasetError(
                 f"{path}: {name} must be {np.dtype(dtype)} with {ndim} axes, got {a[name].dtype} {a[name].shape}"
             )
-    for name in ("tasks", "instructions"):
-        if a[name].dtype.kind != "U" or a[name].ndim != 1:
+    for name in ("tasks", "instructions", STATE_NAMES):
+        if name in a and (a[name].dtype.kind != "U" or a[name].ndim != 1):
             raise DatasetError(f"{path}: {name} must be a 1-D unicode array, got {a[name].dtype} {a[name].shape}")
     episodes = len(a["lengths"])
     if any(len(a[k]) != episodes for k in ("tail_lengths", "seeds", "success", "tasks", "instructions")):
@@ -175,6 +184,7 @@ def load_episodes(path: str | os.PathLike[str]) -> list[Episode]:
     tail_bounds = np.concatenate([[0], np.cumsum(a["tail_lengths"])])
     plans = a.get(PLANS)
     has_plans = plans is not None and plans.shape[1] > 0
+    names = tuple(str(n) for n in a.get(STATE_NAMES, ()))
     episodes = []
     for i in range(len(a["lengths"])):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
@@ -191,6 +201,7 @@ def load_episodes(path: str | os.PathLike[str]) -> list[Episode]:
                     success=bool(a["success"][i]),
                     tail=a["tails"][tail_lo:tail_hi] if tail_hi > tail_lo else None,
                     plans=plans[lo:hi] if has_plans else None,
+                    state_names=names,
                 )
             )
         except DatasetError as exc:

@@ -2,7 +2,8 @@
 
 `record_episodes` runs `vlash.sim`'s expert (`env.expert_action()`: absolute joint targets, or joint
 velocities in the simulator's velocity interface) from `reset` until the episode terminates or is truncated,
-keeping every frame's camera image, the observed joint state and the commanded action, and optionally the
+keeping every frame's camera image, the observed state (the joints, then any extras the simulator observes:
+SimSettings.observe) and the commanded action, and optionally the
 expert's plan past the last frame (the tail: chunk labels for the frames near the end) and the plan the expert
 made at every frame (`plans`: chunk labels that hold only what was visible at that frame). Save / load:
 `vlash.train.dataset`.
@@ -34,7 +35,9 @@ class Episode:
     task: str  # simulated task name ("reach", "track", ...)
     instruction: str  # language instruction given to the policy
     images: np.ndarray  # uint8 [T, S, S, 3] camera frames
-    states: np.ndarray  # float32 [T, J] observed joint state
+    # float32 [T, D] observed state: the J entries the actions act on (the joints), then the extras `state_names`
+    # names (vlash.sim.observations: joint velocities, the target); D = J without extras
+    states: np.ndarray
     actions: np.ndarray  # float32 [T, J] commanded absolute joint targets (velocity interface: joint velocities)
     seed: int  # reset seed that reproduces the episode
     success: bool = True  # whether the expert solved the task in this episode
@@ -47,6 +50,9 @@ class Episode:
     # every chunk of commanded actions, so a chunk label cut from `actions` holds a move to a target the frame
     # does not show; a plan label does not (`build_sample` uses the plans when they are present).
     plans: np.ndarray | None = None
+    # the names of the D state entries (the simulator's env.state_names); () for a state of the J joints alone. A
+    # state longer than the action needs them: the extras are then known, and the first J entries are the joints
+    state_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         name = f"episode {self.task!r} seed {self.seed}"
@@ -66,8 +72,14 @@ class Episode:
             )
         if self.images.shape[3] != 3 or self.images.shape[1] != self.images.shape[2]:
             raise DatasetError(f"{name}: images must be [T, S, S, 3], got {self.images.shape}")
-        if self.states.shape[1] != self.actions.shape[1]:
-            raise DatasetError(f"{name}: state dims {self.states.shape[1]} != action dims {self.actions.shape[1]}")
+        object.__setattr__(self, "state_names", tuple(str(n) for n in self.state_names))
+        dims, joints, names = self.states.shape[1], self.actions.shape[1], self.state_names
+        if names and len(names) != dims:
+            raise DatasetError(f"{name}: {len(names)} state names for {dims} state dims")
+        if dims < joints or (dims > joints and not names):
+            raise DatasetError(
+                f"{name}: state dims {dims} != action dims {joints}; a longer state needs its state_names (the extras)"
+            )
         if not (np.isfinite(self.states).all() and np.isfinite(self.actions).all()):
             raise DatasetError(f"{name}: states or actions contain NaN or inf")
         if self.tail is not None:
@@ -92,7 +104,18 @@ class Episode:
 
     @property
     def num_joints(self) -> int:
+        """J: the entries an action has, and the leading state entries they act on."""
+        return int(self.actions.shape[1])
+
+    @property
+    def state_dims(self) -> int:
+        """D: the state's entries, the joints' and the extras'."""
         return int(self.states.shape[1])
+
+    @property
+    def joint_states(self) -> np.ndarray:
+        """float32 [T, J]: the state's entries the actions act on (the joints)."""
+        return self.states[:, : self.num_joints]
 
     @cached_property
     def labels(self) -> np.ndarray:
@@ -149,7 +172,7 @@ def rollout_expert(env: Any, seed: int, task: str, tail: int = 0, plan_steps: in
     the `tail` steps after it (`env.expert_chunk` from the final state; the env is not stepped further) and,
     with `plan_steps` > 0, its `plan_steps`-step plan at every frame (`Episode.plans`)."""
     obs, info = env.reset(seed=seed)
-    instruction = str(env.instruction)
+    instruction, names = str(env.instruction), tuple(getattr(env, "state_names", ()))
     images, states, actions, plans = [], [], [], []
     terminated = truncated = False
     for _ in range(int(env.max_steps) + 1):
@@ -174,6 +197,7 @@ def rollout_expert(env: Any, seed: int, task: str, tail: int = 0, plan_steps: in
         success=_is_success(info, terminated),
         tail=np.asarray(env.expert_chunk(tail), dtype=np.float32) if tail > 0 else None,
         plans=np.stack(plans) if plan_steps > 0 else None,
+        state_names=names,
     )
 
 
@@ -211,18 +235,20 @@ def record_episodes(
 
 
 def in_task_space(episode: Episode, space: StateActionTransform) -> Episode:
-    """The episode as a task-space policy learns it: states as end-effector positions; actions, tail and plans
-    as end-effector positions or velocities (each frame's action and plan from its state, the tail from the last
-    state through the last action); images and seed unchanged (a replay in the simulator needs the joint-space
-    original)."""
-    states = episode.states
+    """The episode as a task-space policy learns it: the joint entries of the states as end-effector positions, the
+    extras after them unchanged (as Pi05Processor maps a request's state; state_names keep naming the robot's
+    entries); actions, tail and plans as end-effector positions or velocities (each frame's action and plan from
+    its joints, the tail from the last joints through the last action); images and seed unchanged (a replay in the
+    simulator needs the joint-space original)."""
+    states = episode.joint_states
     tail = None
     if episode.tail is not None:
         tail = space.actions_to_model(np.concatenate([episode.actions[-1:], episode.tail]), states[-1])[1:]
     plans = None if episode.plans is None else space.actions_to_model(episode.plans, states)
+    extras = episode.states[:, episode.num_joints :]
     return dataclasses.replace(
         episode,
-        states=space.to_model(states),
+        states=np.concatenate([space.to_model(states), extras], axis=1),
         actions=space.actions_to_model(episode.actions[:, None, :], states)[:, 0, :],
         tail=tail,
         plans=plans,

@@ -57,21 +57,21 @@ def write_policy(
     model: Pi05Model,
     normalizer: Normalizer,
     tokenizer_file: str | os.PathLike[str],
-    action_dims: int,
+    dims: tuple[int, int],
     metadata: dict[str, Any],
     train_log: dict[str, Any],
     relative_mask: tuple[bool, ...] | None = None,
     task_space: StateActionTransform | None = None,
 ) -> Path:
-    """Write (or atomically replace) the policy directory `out`; returns it."""
+    """Write (or atomically replace) the policy directory `out`; returns it. `dims`: (action dims, state dims: the
+    entries a request's state has, the joints and any extras after them)."""
     target = Path(out)
     save_policy(
         target,
         model,
         normalizer,
         tokenizer_file,
-        action_dims,
-        action_dims,
+        *dims,
         plain(metadata),
         extra_files={TRAIN_LOG: json.dumps(plain(train_log))},
         relative_mask=relative_mask,

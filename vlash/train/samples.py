@@ -30,6 +30,9 @@ plus dt times the sum of the velocities committed in between, `labels[t : t + de
 not the recorded state at `t + delta` (that one holds the unmodelled load's drift, which the executor cannot know).
 Labels past the end are zero velocity (holding still), masked like the repeated last target of absolute actions.
 
+A state with extras after the joints (`Episode.state_names`: joint velocities, the target) keeps them as observed
+at `t` in the future state, as the executor sends them: only the joints can be rolled forward by the actions.
+
 Baseline (`SampleSpec.baseline`): delta = 0, d = 0, constant times.
 """
 
@@ -93,7 +96,7 @@ class Sample:
     """One training example built from frame `t` of an episode."""
 
     image: np.ndarray  # uint8 [S, S, 3] camera frame observed at t
-    state: np.ndarray  # float32 [J] state given to the policy (future state at t + delta)
+    state: np.ndarray  # float32 [D] state given to the policy (future state at t + delta; extras as at t)
     instruction: str  # task instruction
     targets: np.ndarray  # float32 [H, J] labels[t + delta :], padded with the last label (velocities: zeros)
     action_mask: np.ndarray  # bool [H] True where the target is a real label (not end padding)
@@ -139,13 +142,18 @@ def build_sample(episode: Episode, t: int, spec: SampleSpec, rng: np.random.Gene
 
 
 def future_state(state: np.ndarray, committed: np.ndarray, velocity_dt: float | None) -> np.ndarray:
-    """The state the robot's executor sends after the `committed` actions [delta, J] ran from `state`: the last of
-    them (absolute targets; `state` when there are none), or `state + velocity_dt * sum(committed)` (velocities,
-    summed as RunningChunk.future_state does)."""
+    """The state the robot's executor sends after the `committed` actions [delta, J] ran from `state` [D]: in its
+    first J entries (the joints) the last of them (absolute targets; `state` when there are none), or
+    `state + velocity_dt * sum(committed)` (velocities, summed as RunningChunk.future_state does); the entries after
+    them (the extras) as in `state`."""
+    joints = committed.shape[1]
+    out = np.array(state, dtype=np.float32)
     if velocity_dt is not None:
         rolled = velocity_dt * committed.sum(axis=0, dtype=np.float64)
-        return (np.asarray(state, np.float64) + rolled).astype(np.float32)
-    return state if len(committed) == 0 else committed[-1]
+        out[:joints] = (np.asarray(state[:joints], np.float64) + rolled).astype(np.float32)
+    elif len(committed):
+        out[:joints] = committed[-1]
+    return out
 
 
 def padded_labels(labels: np.ndarray, index: np.ndarray, velocity_dt: float | None) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +192,7 @@ class SampleBatch:
     """B samples stacked; images are referenced by their global frame index (see `FrameTable`)."""
 
     frames: np.ndarray  # int64 [B] global frame index (row of the FrameTable)
-    states: np.ndarray  # float32 [B, J]
+    states: np.ndarray  # float32 [B, D]
     instructions: list[str]  # [B]
     targets: np.ndarray  # float32 [B, H, J]
     action_mask: np.ndarray  # bool [B, H]

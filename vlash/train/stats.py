@@ -26,17 +26,17 @@ def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
 
 def relative_chunks(episode: Episode, horizon: int) -> np.ndarray:
     """[n, J]: every `labels[t + k] - states[t]` with 0 <= k < horizon inside the episode's labels (its actions
-    and tail: what a relative policy predicts); with plans, every `plans[t][k] - states[t]`."""
+    and tail: what a relative policy predicts); with plans, every `plans[t][k] - states[t]` (the state's joints)."""
     chunks, real = episode.chunk_labels(horizon)
-    return (chunks - episode.states[:, None, :])[real]
+    return (chunks - episode.joint_states[:, None, :])[real]
 
 
 def dataset_normalizer(
     episodes: Sequence[Episode], relative_horizon: int = 0, action_mode: NormMode = NormMode.QUANTILES
 ) -> Normalizer:
-    """A Normalizer with "observation.state" (observed states, QUANTILES) and "action" stats (`action_mode`): of
-    the labels (commanded targets and tails, or the per-frame plans' targets when the episodes have them), or with
-    `relative_horizon` H > 0 of the labels relative to the state over H-action chunks."""
+    """A Normalizer with "observation.state" (observed states, every entry, QUANTILES) and "action" stats
+    (`action_mode`): of the labels (commanded targets and tails, or the per-frame plans' targets when the episodes
+    have them), or with `relative_horizon` H > 0 of the labels relative to the state over H-action chunks."""
     if not episodes:
         raise DatasetError("no episodes to compute normalization stats from")
     states = np.concatenate([e.states for e in episodes])

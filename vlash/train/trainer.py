@@ -164,7 +164,7 @@ def run_steps(
                     loss, real, aux_losses = grounding_step(model, batch, aux)
                 else:
                     loss, real, aux_losses = flow_step(
-                        model, batch, generator, data.state_dims, config.pad_loss_weight, aux, forward
+                        model, batch, generator, data.action_dims, config.pad_loss_weight, aux, forward
                     )
                 if not torch.isfinite(loss):
                     raise TrainError(f"loss is {loss.item()} at step {step}; lower the learning rate (now {config.lr})")
@@ -206,8 +206,10 @@ def _metadata(config: TrainConfig, command: str | None, data: TrainingData, rate
         "command": command,
         "config": config.to_dict(),
         "git": git_commit(),
-        # what the policy was trained for: the simulator the episodes were recorded in (its action interface)
+        # what the policy was trained for: the simulator the episodes were recorded in (its action interface), and
+        # its state's entries: the joints, then any extras it observes (vlash eval checks them against its simulator)
         "sim": config.sim_settings().to_dict(),
+        "state_names": list(data.state_names) or None,
         "torch": torch.__version__,
         "dataset": {
             "path": config.dataset,
@@ -238,12 +240,12 @@ def _saver(
     policy: Pi05Config,
     normalizer: Normalizer,
     tokenizer_file: Path,
-    dims: int,
+    dims: tuple[int, int],
     meta: dict[str, Any],
     task_space: PlanarArmTaskSpace | PlanarArmVelocityTaskSpace | None = None,
 ) -> Callable[..., Path]:
     """save(step, curves, trained, extra=None): write the policy directory (preset shapes) with `trained`'s
-    weights, and its train log."""
+    weights, and its train log; `dims`: (action dims, state dims)."""
 
     def save(
         step: int, curves: dict[str, list[float]], trained: Pi05Model, extra: dict[str, Any] | None = None
@@ -252,7 +254,7 @@ def _saver(
         final["loss"] = _tail_mean(curves["loss"], config.log_every)
         metadata = {**meta, **final, **config.extra}
         weights = with_config(trained, policy)
-        relative = (True,) * dims if config.relative_actions else None
+        relative = (True,) * dims[0] if config.relative_actions else None
         train_log = {**curves, "step": step}
         return write_policy(
             config.out, weights, normalizer, tokenizer_file, dims, metadata, train_log, relative, task_space
@@ -304,7 +306,7 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
             elif vocab is not None:
                 init_state_bin_embeddings(model, vocab)
         meta = _metadata(config, command, data, rate)
-        save = _saver(config, policy, normalizer, tokenizer_file, data.state_dims, meta, space)
+        save = _saver(config, policy, normalizer, tokenizer_file, (data.action_dims, data.state_dims), meta, space)
         curves, train_s, trained = run_steps(model, data, config, save)
         timing = {
             "wall_time_s": time.perf_counter() - start,

@@ -44,7 +44,7 @@ class VisionProbe:
         t = draw_times(size, generator)
         tau = token_times(t, batch.prefix_len, batch.use_has, horizon, alpha=has_alpha, u0=u0)
         noise = torch.randn(batch.actions.shape, generator=generator)
-        return cls(batch, tau, noise, data.state_dims)
+        return cls(batch, tau, noise, data.action_dims)
 
     @torch.no_grad()
     def measure(self, model: Pi05Model) -> dict[str, float]:

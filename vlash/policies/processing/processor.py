@@ -7,7 +7,9 @@ relative to the state it was given (openpi's DeltaActions: `a_k - s` for every a
 request, so a relative policy's first action sits at the given state by construction. A policy may also
 see and predict another space than the joints (`transform`, vlash.policies.processing.transforms; e.g. the planar arm's
 end-effector positions): states and given actions are mapped into it before normalization, and its chunk back
-to joints after it. Relative actions and `relative_mask` are in the model's space.
+to joints after it. Relative actions and `relative_mask` are in the model's space. A state longer than the action
+(joint velocities, a target's position after the joints) keeps its entries past the transform's `robot_dims` as
+they are: the transform maps the leading joint entries only.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class Observation:
     """One robot observation as it leaves the robot."""
 
     images: Mapping[str, np.ndarray]  # camera name -> uint8 [H, W, 3]; a camera left out is masked
-    state: np.ndarray  # float [D] joint state in robot units (D <= action_dim)
+    state: np.ndarray  # float [D] state in robot units: the joints, then any other entries (D <= action_dim)
     prompt: str  # task instruction
 
 
@@ -80,9 +82,13 @@ class Pi05Processor:
         return self.relative_mask is not None and any(self.relative_mask)
 
     def _model_state(self, states: np.ndarray) -> np.ndarray:
-        """Robot joint states [..., D] -> the states the model sees (the transform's space when there is one)."""
+        """Robot states [..., D] -> the states the model sees: with a transform, its space for the leading
+        `robot_dims` entries (the joints) and the entries after them as they are."""
         states = np.asarray(states, dtype=np.float32)
-        return states if self.transform is None else self.transform.to_model(states[..., : self.transform.robot_dims])
+        if self.transform is None:
+            return states
+        joints = self.transform.robot_dims
+        return np.concatenate([self.transform.to_model(states[..., :joints]), states[..., joints:]], axis=-1)
 
     def _state_offset(self, states: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
         """[..., 1, model_action_dims] to add to relative actions (zeros on absolute dims); None for absolute

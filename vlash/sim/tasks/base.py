@@ -95,6 +95,10 @@ class Task(ABC):
     def target_xy(self, world: Any, step: int) -> np.ndarray | None:
         """The currently relevant target position, or None when nothing is visible."""
 
+    def target_velocity(self, world: Any, step: int) -> np.ndarray:
+        """The velocity [2] (world units / s) of the target `target_xy` gives; 0 for a target that does not move."""
+        return np.zeros(2)
+
     @abstractmethod
     def draw_items(self, world: Any, step: int) -> list[DrawItem]:
         """What is visible at `step`."""

@@ -162,6 +162,9 @@ class InterceptTask(Task):
     def target_xy(self, world: InterceptWorld, step: int) -> np.ndarray | None:
         return self.ball(world, step) if world.status == FLYING else None
 
+    def target_velocity(self, world: InterceptWorld, step: int) -> np.ndarray:
+        return world.velocity.copy() if world.status == FLYING else np.zeros(2)
+
     def draw_items(self, world: InterceptWorld, step: int) -> list[DrawItem]:
         if world.status != FLYING:
             return []

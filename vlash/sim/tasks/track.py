@@ -74,6 +74,13 @@ def _sines_at(params: list[float], t: float) -> float:
     return params[0] + sum(amp * math.sin(freq * t + phase) for amp, freq, phase in terms)
 
 
+def _sines_rate(params: list[float], t: float) -> float:
+    """d/dt of _sines_at(params, t)."""
+    k = (len(params) - 1) // 3
+    terms = zip(params[1 : 1 + k], params[1 + k : 1 + 2 * k], params[1 + 2 * k :], strict=True)
+    return sum(amp * freq * math.cos(freq * t + phase) for amp, freq, phase in terms)
+
+
 class TrackTask(Task):
     """Success: mean end-effector error over steps >= settle_steps below error_threshold."""
 
@@ -150,6 +157,14 @@ class TrackTask(Task):
 
     def target_xy(self, world: TrackWorld, step: int) -> np.ndarray:
         return self.position(world, step)
+
+    def target_velocity(self, world: TrackWorld, step: int) -> np.ndarray:
+        """The path's velocity at control step `step` (analytic: the polar sinusoids differentiated)."""
+        t = int(step) * self.arm.control_dt
+        radius, angle = world.radius.tolist(), world.angle.tolist()
+        r, a = _sines_at(radius, t), _sines_at(angle, t)
+        dr, da = _sines_rate(radius, t), _sines_rate(angle, t)
+        return np.array([dr * math.cos(a) - r * da * math.sin(a), dr * math.sin(a) + r * da * math.cos(a)])
 
     def draw_items(self, world: TrackWorld, step: int) -> list[DrawItem]:
         return [DrawItem(self.position(world, step), self.config.target_radius, COLORS[world.color])]
