@@ -25,6 +25,7 @@ Under a `root` (the mode, in `vlash demo`) every path above is ROOT/path.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -47,6 +48,13 @@ MAX_FRAMES_QUEUED = 8  # ticks whose camera frames wait for the worker; more are
 
 class RerunError(RobotIOError):
     """rerun is missing, or its viewer or file cannot be opened."""
+
+
+def check_rerun() -> None:
+    """RerunError (one line, naming the extra) when rerun is not installed: for commands that record only at the
+    end and must say so before their work."""
+    if importlib.util.find_spec("rerun") is None:
+        raise RerunError("--display / --record need rerun: pip install 'vlash[viz]'")
 
 
 class RerunRecording:
@@ -107,14 +115,17 @@ class RerunTrace:
         root: str = "",
         names: tuple[Sequence[str], Sequence[str]] = ((), ()),
         image_every: int = 1,
+        keep_every_frame: bool = False,
     ) -> None:
         """`root`: entity path prefix ("" for a run alone, the mode in `vlash demo`); `names`: (state entry names,
         action names) for the series (default joint0, joint1, ...; settable once the robot is known);
-        `image_every`: log every n-th camera frame."""
+        `image_every`: log every n-th camera frame; `keep_every_frame`: wait for the worker instead of dropping
+        frames (a loop in simulated time, `vlash eval --record`, has no deadline to keep)."""
         if not (isinstance(image_every, int) and image_every >= 1):
             raise ValueError(f"image_every must be an int >= 1, got {image_every!r}")
         self._rr, self._stream = recording.rr, recording.stream
         self.path, self.image_every, self.names = recording.path, image_every, names
+        self.keep_every_frame = keep_every_frame
         self._root = root.strip("/") + "/" if root.strip("/") else ""
         self.dropped_frames = 0  # ticks whose frames were not logged: the worker was MAX_FRAMES_QUEUED behind
         self._frames_queued = threading.BoundedSemaphore(MAX_FRAMES_QUEUED)
@@ -129,7 +140,7 @@ class RerunTrace:
         images = row.get("images")
         frames = None
         if images and int(row["step"]) % self.image_every == 0:
-            if self._frames_queued.acquire(blocking=False):
+            if self._frames_queued.acquire(blocking=self.keep_every_frame):
                 frames = {name: np.array(image, copy=True) for name, image in images.items()}
             else:
                 self.dropped_frames += 1

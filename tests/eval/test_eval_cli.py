@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from vlash.cli.main import main
@@ -56,6 +57,8 @@ def test_eval_rejects_bad_arguments(capsys):
     assert main(["eval", "--task", "reach", "--policy", "oracle", "--modes", "sync,warp", "--episodes", "1"]) == 2
     err = capsys.readouterr().err
     assert "--modes: each mode must be one of" in err and "got 'warp'" in err and err.count("\n") == 1
+    assert main(["eval", "--task", "reach", "--policy", "oracle", "--record", "r.rrd", "--record-episodes", "0"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--record-episodes must be >= 1, got 0")
 
 
 def _reach(tmp_path, name: str, *extra: str) -> dict:
@@ -86,3 +89,24 @@ def test_faster_can_replan_every_step(capsys):
     args = ["eval", "--task", "reach", "--policy", "oracle", "--modes", "sync,faster", "--delays", "4",
             "--execution-horizon", "1", "--episodes", "1", "--workers", "1"]  # fmt: skip
     assert main(args) == 0, capsys.readouterr().err
+
+
+def test_record_replays_the_first_episodes_the_sweep_measured(tmp_path, capsys):
+    pytest.importorskip("rerun")  # the [viz] extra
+    from robot_io.rerun_trace import read_recording
+
+    summary = _reach(tmp_path, "rec", "--modes", "naive,vlash", "--record", str(tmp_path / "e.rrd"))
+    recording = read_recording(tmp_path / "e.rrd")
+    seed = summary["settings"]["seed"]
+    for mode in ("naive", "vlash"):
+        root = f"{mode}/d2/seed{seed}"
+        measured = next(e for e in summary["episodes"] if e["mode"] == mode and e["seed"] == seed)
+        replayed = json.loads(recording[f"{root}/summary"]["TextDocument:text"][0][0].strip("`json\n"))
+        assert replayed.keys() == measured.keys()  # deterministic: the very episode the table counted
+        for key, value in measured.items():
+            assert replayed[key] == (value if isinstance(value, str | bool) else pytest.approx(value, rel=1e-6)), key
+        steps = len(recording[f"{root}/held"]["step"])
+        assert steps == measured["steps"] and len(recording[f"{root}/camera/base_0_rgb"]["step"]) == steps
+        assert recording[f"{root}/chunks"]["TextLog:text"][0][0].startswith("chunk 1 (sync)")
+    assert not any(key.endswith(f"seed{seed + 1}/held") for key in recording)  # --record-episodes 1
+    assert f"wrote {tmp_path / 'e.rrd'}" in capsys.readouterr().out

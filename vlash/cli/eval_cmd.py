@@ -8,11 +8,14 @@ from pathlib import Path
 from rich.console import Console
 
 from robot_io.executors import EXECUTION_MODES, ExecutorConfig
+from robot_io.rerun_trace import RerunError, check_rerun
 from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import check_output_file
 from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
+from vlash.errors import ConfigError
 from vlash.eval.link import LinkTiming
+from vlash.eval.recorded import record_episodes
 from vlash.eval.report import plot_summary, print_table, write_summary
 from vlash.eval.sweep import SEED_SPLITS, SweepConfig, run_sweep, summarize
 from vlash.policies.names.source import ORACLE, PolicyKind
@@ -57,6 +60,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", type=Path, default=None, help="write the summary and per-episode metrics here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG (success vs delay; reaction latency)")
+    p.add_argument("--record", type=Path, default=None, metavar="FILE.rrd", help="write the first "
+                   "--record-episodes episodes of every cell to a rerun recording, as `vlash run --record` logs a "
+                   "robot (`rerun FILE.rrd` replays them; the [viz] extra)")  # fmt: skip
+    p.add_argument("--record-episodes", type=int, default=1, metavar="N", help="episodes per cell --record "
+                   "writes (the cell's first seeds; run again after the sweep, deterministic)")  # fmt: skip
 
 
 def sweep_config(args: argparse.Namespace) -> SweepConfig:
@@ -64,6 +72,14 @@ def sweep_config(args: argparse.Namespace) -> SweepConfig:
     source = policy_source(args, "eval", ACCEPTED)
     check_output_file(args.json, "--json")
     check_output_file(args.plot, "--plot")
+    check_output_file(args.record, "--record")
+    if args.record is not None:
+        if args.record_episodes < 1:
+            raise ConfigError(f"--record-episodes must be >= 1, got {args.record_episodes}")
+        try:
+            check_rerun()
+        except RerunError as exc:
+            raise ConfigError(str(exc)) from None
     if args.plot is not None:
         import matplotlib  # noqa: F401  # extra: sim (missing is said now, not after the sweep)
     sim = load_sim_arguments(args)
@@ -87,4 +103,10 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"wrote {args.json}")
     if args.plot:
         console.print(f"wrote {plot_summary(summary, args.plot)}")
+    if args.record:
+        cells = len(cfg.modes) * len(cfg.delays)
+        with progress(f"vlash eval: recording {args.task}", cells * min(args.record_episodes, cfg.episodes),
+                      transient=True) as update:  # fmt: skip
+            path = record_episodes(cfg, args.record, args.record_episodes, progress=lambda i, n: update(i))
+        console.print(f"wrote {path} (rerun {path})")
     return 0

@@ -13,6 +13,7 @@ state rolls those forward and keeps the extras as observed, and the hold is take
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 from robot_io.control import SimulatedClock
 from robot_io.executors import ExecutorConfig, make_executor
 from robot_io.protocol import CameraSpec, Metadata
+from robot_io.run_trace import TraceSink
 from robot_io.safety import Safety, SafetyConfig
 from vlash.eval.link import LinkTiming
 from vlash.eval.policies import ChunkPolicy
@@ -67,7 +69,9 @@ class EpisodeRunner:
         self.env, self.policy, self.base, self.timing, self.task = env, policy, executor, timing, task
         self.interface = getattr(env, "action_interface", "position")
 
-    def run(self, seed: int) -> EpisodeTrace:
+    def run(self, seed: int, traces: Sequence[TraceSink] = ()) -> EpisodeTrace:
+        """One episode; `traces` (robot_io.run_trace.TraceSink, e.g. `vlash eval --record`'s RerunTrace) get each
+        step as a `vlash run` tick row (simulated time) and every chunk record at the end."""
         env, policy, timing = self.env, self.policy, self.timing
         obs, reset_info = env.reset(seed=seed)
         period_ns = round(env.dt * 1e9)
@@ -88,6 +92,8 @@ class EpisodeRunner:
                                 latency_s=timing.delay * period_ns / 1e9)  # fmt: skip
         executor = make_executor(link, config, env.dt, clock)
         executor.state_index = index = np.arange(len(env.action_space.low))  # the leading entries: the action's
+        if traces:  # each chunk record once it is final, as `vlash run` streams them
+            executor.on_record = lambda record: [sink.chunk(record) for sink in traces]
         executor.start()
         safety = Safety(SafetyConfig(action_kind=config.action_kind), len(env.action_space.low))
         for k in range(env.max_steps):
@@ -95,8 +101,14 @@ class EpisodeRunner:
             state = np.asarray(obs["state"], np.float32)
             observation = {"state": state, "images": {policy.camera: obs["image"]}, "prompt": env.instruction}
             action = executor.tick(k, observation)
-            command, _ = safety.filter(action, state[index], expected=executor.waiting)
+            command, held = safety.filter(action, state[index], expected=executor.waiting)
             cur = executor.current
+            if traces:
+                row = dict(t=k * env.dt, step=k, state=state, command=command, held=held,
+                           chunk=-1 if cur is None else cur.chunk_id, index=-1 if cur is None else cur.index_at(k),
+                           tick_ms=0.0, reset=False, images=observation["images"])  # fmt: skip
+                for sink in traces:
+                    sink.tick(row)
             trace.plan_steps.append(-1 if cur is None else self._request_step(executor, cur.chunk_id))
             trace.states.append(state.copy())
             trace.commands.append(command)
