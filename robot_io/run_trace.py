@@ -29,7 +29,8 @@ TICK_FIELDS = ("t", "step", "state", "command", "held", "chunk", "index", "tick_
 
 class TraceSink(Protocol):
     wants_ticks: bool  # False: the runner does not build the per-tick rows for it
-    # (optional) wants_images: True adds the observation's camera frames to its tick rows ("images": name -> array)
+    # (optional) wants_images: True adds the observation's camera frames ("images": name -> array) and its prompt
+    # ("prompt", "" when none) to its tick rows; a tick without an observation (a stalled camera) has neither
 
     def tick(self, row: dict[str, Any]) -> None: ...
 

@@ -141,10 +141,13 @@ class Runner:
         cur = None if held else self.executor.current
         row = dict(t=(tick.start_ns - self._t0) / 1e9, step=tick.index, state=self._last_state, command=really,
                    held=held, chunk=-1 if cur is None else cur.chunk_id,
-                   index=-1 if cur is None else cur.index_at(tick.index), tick_ms=tick_ms, reset=reset)  # fmt: skip
+                   index=-1 if cur is None else cur.index_at(tick.index), tick_ms=tick_ms, reset=reset,
+                   mode="" if cur is None else self.executor.running_mode)  # fmt: skip
         self.ticks.append(**row)
-        if self._tick_traces:
-            seen = {**row, "images": obs.get("images")} if obs is not None and self._image_traces else row
+        if self._tick_traces:  # traces that want images get the observation's frames and prompt too
+            seen = row
+            if obs is not None and self._image_traces:
+                seen = {**row, "images": obs.get("images"), "prompt": str(obs.get("prompt", ""))}
             for trace in self._tick_traces:
                 trace.tick(seen if getattr(trace, "wants_images", False) else row)
         if self.status is not None and tick.start_ns >= self._next_status:

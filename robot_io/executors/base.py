@@ -91,6 +91,11 @@ class ChunkExecutor(ReplyHandling):
         self.counts = dict(requests=0, chunks=0, wait_steps=0, starved_steps=0, stale=0, errors=0, dropped=0,
                            timeouts=0, too_late=0, deferred=0, link_errors=0, link_lost_steps=0)  # fmt: skip
 
+    @property
+    def running_mode(self) -> str:
+        """The mode the running chunk was planned in ("sync" for a first request of an async mode), "" if none runs."""
+        return "" if self._running is None else self._running.mode
+
     # ------------------------------------------------------------------ setup
     def start(self, metadata: Metadata | None = None) -> Metadata:
         """Handshake (unless `metadata` is given) and check the chunk length against s, d and q."""
