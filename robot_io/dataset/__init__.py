@@ -22,7 +22,7 @@ from robot_io.dataset.parquet_writer import ParquetDatasetWriter
 from robot_io.dataset.recorder import DatasetRecorder
 from robot_io.robots.base import Robot, action_dim, robot_cameras, state_dim
 
-EXTRA_MISSING = "--record-dataset needs pyarrow and Pillow: pip install 'vlash[dataset]'"
+EXTRA_MISSING = "recording a dataset needs pyarrow and Pillow: pip install 'vlash[dataset]'"
 
 
 def check_dataset(target: Path) -> None:
@@ -44,7 +44,7 @@ def open_dataset(target: Path, robot: Robot, fps: int, robot_type: str | None, t
     try:
         features = run_features(states, actions, cameras)
     except DatasetFormatError as exc:
-        raise DatasetError(f"--record-dataset: {exc}") from None
+        raise DatasetError(str(exc)) from None
     partial, appending = open_partial(target)
     try:
         if not appending and lerobot_available():

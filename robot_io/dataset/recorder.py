@@ -112,6 +112,17 @@ class DatasetRecorder:
         if self.dropped_frames:
             log.warning("dataset: %d frames dropped (the writer fell behind)", self.dropped_frames)
 
+    @property
+    def outcome(self) -> str:
+        """One line for the end of a run (after close): what was recorded, or why nothing was."""
+        if self.error is not None:
+            return f"{self.path}: no dataset written ({self.error})"
+        verb = "appended to" if self.appending else "wrote"
+        line = f"{verb} {self.path} ({self.writer.name} writer): episodes {self.episodes}, frames {self.frames}"
+        if self.dropped_frames or self.skipped_frames:
+            line += f" ({self.dropped_frames} dropped: the writer fell behind; {self.skipped_frames} skipped)"
+        return line
+
     def __enter__(self) -> DatasetRecorder:
         return self
 

@@ -11,7 +11,8 @@ driven: rc 1, with the reason on stderr after the summary, when no chunk ever ra
 SIGTERM stops the run after its current tick: the hold is commanded, the summary printed and --json / --trace
 written, then rc 130 (143 for SIGTERM); a second one stops at once. Memory stays bounded however long the run;
 --trace streams every tick and chunk to a file; --display shows the run in a rerun viewer and --record FILE.rrd
-writes the same for replay (robot_io.rerun_trace).
+writes the same for replay (robot_io.rerun_trace); --record-dataset DIR records the run as a LeRobot dataset
+(robot_io.dataset).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from robot_io.client import PolicyClient
+from robot_io.dataset import DatasetError, check_dataset, open_dataset
 from robot_io.executors import ExecutorConfig
 from robot_io.executors.images import parse_camera_map
 from robot_io.protocol import Metadata
@@ -127,6 +129,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "commanded vs measured joints, chunks, latency, holds (the [viz] extra)")  # fmt: skip
     p.add_argument("--record", type=Path, default=None, metavar="FILE.rrd", help="write what --display shows to a "
                    "rerun recording (`rerun FILE.rrd` replays it; the [viz] extra)")  # fmt: skip
+    p.add_argument("--record-dataset", type=Path, default=None, metavar="DIR", help="record the run as a LeRobot "
+                   "dataset (format v3.0, for lerobot-train): each tick's observation, the action sent, the chunk; "
+                   "a new DIR, or one recorded before, appended to (the [dataset] extra)")  # fmt: skip
     add_renamed_flags(p, RENAMED)
 
 
@@ -151,6 +156,13 @@ def check_args(args: argparse.Namespace) -> None:
     for flag, path in {"--json": args.json, "--trace": args.trace, "--record": args.record}.items():
         if path is not None and path.is_dir():
             raise ConfigError(f"{flag} {str(path)!r} is a directory; give a file name")
+    if args.record_dataset is not None:
+        if RUN_FLAGS.value(args, "rate_hz") % 1:
+            raise ConfigError("--record-dataset needs a whole --rate-hz (a LeRobot dataset's fps is an integer)")
+        try:
+            check_dataset(args.record_dataset)
+        except DatasetError as exc:
+            raise ConfigError(f"--record-dataset: {exc}") from None
 
 
 def execution_horizon(args: argparse.Namespace, chunk_length: int | None = None) -> int:
@@ -256,6 +268,21 @@ def _open_traces(args: argparse.Namespace, stack: ExitStack) -> list:
     return traces
 
 
+def _open_dataset(args: argparse.Namespace, robot: Robot, config: RunConfig, stack: ExitStack) -> list:
+    """--record-dataset's recorder for this robot, closed (the dataset committed) when the run is over."""
+    if args.record_dataset is None:
+        return []
+    kind, _, rest = args.robot.partition(":")
+    robot_type = rest if kind == "lerobot" else f"vlash_{kind}_{rest.partition(':')[0]}".rstrip("_")
+    run = dict(robot=args.robot, server=args.server, mode=config.executor.mode, rate_hz=config.rate_hz)
+    try:
+        recorder = open_dataset(args.record_dataset, robot, round(config.rate_hz), robot_type,
+                                config.executor.prompt, run)  # fmt: skip
+    except (DatasetError, OSError) as exc:  # a dataset of another shape to append to, a folder we cannot write
+        raise ConfigError(f"--record-dataset: {exc}") from None
+    return [stack.enter_context(recorder)]
+
+
 def _robot(args: argparse.Namespace, metadata: Metadata | None = None) -> Robot:
     """The robot --robot names: the simulator's arm (sim:TASK, from vlash.sim), or one robot_io builds."""
     try:
@@ -291,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
                     trace.names = (getattr(robot, "state_names", ()), getattr(robot, "action_names", ()))
             kind = getattr(robot, "action_kind", "absolute")  # SimRobot's: its interface's
             config = build_config(args, execution_horizon(args, metadata.chunk_length), kind)
+            traces += _open_dataset(args, robot, config, stack)
             printer = StatusPrinter()
             try:
                 result = run_robot(robot, client, config, status=printer, traces=traces, stop=stop.event,
@@ -311,7 +339,9 @@ def report(result: RunResult, traces: list, stop: StopRequest, max_hold_share: f
     summary = result.summary
     print(summary_text(summary))
     for trace in traces:
-        if trace.path is not None:  # --display alone writes nothing
+        if getattr(trace, "outcome", None):  # a dataset: what it holds, or why it was not written
+            print(trace.outcome)
+        elif trace.path is not None:  # --display alone writes nothing
             print(f"wrote {trace.path}" if trace.error is None else f"{trace.path} is incomplete: {trace.error}")
     if result.stopped:
         print(f"vlash run: stopped by {stop.name} after {summary.duration_s:.1f} s ({summary.ticks} "
