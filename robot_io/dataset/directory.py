@@ -30,6 +30,8 @@ class DatasetError(RobotIOError):
 
 
 def partial_path(target: Path) -> Path:
+    """DIR.partial, next to DIR (so that the commit is a rename on one file system); "." and ".." resolved."""
+    target = Path(os.path.abspath(target))
     return target.with_name(target.name + ".partial")
 
 

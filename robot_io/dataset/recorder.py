@@ -107,7 +107,10 @@ class DatasetRecorder:
         if self.error is None:
             self._guarded(self._commit)
         if self.error is not None and not (self.partial / JOURNAL).exists():  # a journal: the next run finishes it
-            self.writer.close()
+            try:
+                self.writer.close()
+            except Exception:  # noqa: BLE001 - it failed already; what it holds is discarded either way
+                log.debug("dataset: closing the writer after a failure failed too", exc_info=True)
             discard(self.partial)
         if self.dropped_frames:
             log.warning("dataset: %d frames dropped (the writer fell behind)", self.dropped_frames)

@@ -258,3 +258,14 @@ def test_lerobot_s_own_writer_is_used_where_it_imports(tmp_path, monkeypatch):
     assert frame["observation.state"].dtype == np.float32 and isinstance(frame["vlash.mode"], str)
     assert json.loads((tmp_path / "ds/meta/info.json").read_text()) == {"episodes": [40, 10]}
     assert (tmp_path / "ds/meta/vlash/run-000.jsonl").is_file() and not partial_path(tmp_path / "ds").exists()
+
+
+def test_hf_datasets_loads_it_as_lerobot_does(tmp_path):
+    """Skipped in CI (HF `datasets` pins huggingface-hub < 2, the dev environment's is newer); run by hand where it
+    is installed (LeRobot 0.6.1 pins datasets >= 4.8, < 5)."""
+    pytest.importorskip("datasets")
+    from tests.robot_io.lerobot_format import load_with_hf_datasets
+
+    point_run(tmp_path / "ds", ticks=50, prompt="a")
+    point_run(tmp_path / "ds", ticks=30, prompt="b")  # appended: two data files, two episode files
+    load_with_hf_datasets(tmp_path / "ds")
