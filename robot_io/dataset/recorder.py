@@ -9,12 +9,13 @@ nothing has no frame (counted as skipped).
 Episodes: a robot that runs episodes (the simulator) says where each begins (the tick's `reset`); every other robot
 is one episode per run: record each episode with its own `vlash run`, appending to the same DIR.
 
-The control loop only copies the tick's arrays and frames and hands them over; one worker thread encodes the PNGs
-and writes. When MAX_FRAMES_QUEUED ticks' frames wait for it, the next ticks' frames are dropped, not queued
-(counted per episode; a dropped frame is a gap: `vlash.step` jumps where `frame_index` does not). Closing (after
-the summary) saves the last episode, writes the metadata and commits DIR.partial (robot_io.dataset.directory);
-a run that recorded no frame, or whose writing failed, leaves nothing. meta/vlash/run-NNN.jsonl keeps the run:
-{"kind": "run"} (settings, writer), every chunk record, each episode's counts, then the summary.
+The control loop only copies the tick's arrays and frames and hands them over; one worker thread writes them (the
+standalone writer encodes the PNGs on threads of its own). When MAX_FRAMES_QUEUED ticks' frames wait for it, the
+next ticks' frames are dropped, not queued (counted per episode; a dropped frame is a gap: `vlash.step` jumps where
+`frame_index` does not). Closing (after the summary) saves the last episode, writes the metadata and commits
+DIR.partial (robot_io.dataset.directory); a run that recorded no frame, or whose writing failed, leaves nothing.
+meta/vlash/run-NNN.jsonl keeps the run: {"kind": "run"} (settings, writer), every chunk record, each episode's
+counts, then the summary.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class DatasetRecorder:
         self.error: Exception | None = None  # why the dataset was not written
         self.episodes = self.frames = self.dropped_frames = self.skipped_frames = 0
         self._episode = dict(frames=0, dropped=0, skipped=0, first_step=None)
-        self._journal = (self.partial / "run.jsonl").open("w", encoding="utf-8")
+        self._run_log = (self.partial / "run.jsonl").open("w", encoding="utf-8")
         self._line({"kind": "run", "writer": writer.name, **(run or {})})
         self._frames_queued = threading.BoundedSemaphore(MAX_FRAMES_QUEUED)
         self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
@@ -103,7 +104,7 @@ class DatasetRecorder:
             self._guarded(self._end_episode)
         if self.error is None and self.frames == 0:
             self.error = RuntimeError("no frame was recorded")
-        self._journal.close()
+        self._run_log.close()
         if self.error is None:
             self._guarded(self._commit)
         if self.error is not None and not (self.partial / JOURNAL).exists():  # a journal: the next run finishes it
@@ -173,7 +174,7 @@ class DatasetRecorder:
         self._episode = dict(frames=0, dropped=0, skipped=0, first_step=None)
 
     def _line(self, obj: dict[str, Any]) -> None:
-        self._journal.write(json.dumps(obj, default=_plain) + "\n")
+        self._run_log.write(json.dumps(obj, default=_plain) + "\n")
 
     def _commit(self) -> None:
         self.writer.finalize()
