@@ -40,6 +40,7 @@ MAX_BIN_BYTES = PROTOCOL_LIMITS.max_frame_bytes  # one bin: an array's data, as 
 MAX_DEPTH = 8  # levels of maps and lists; a valid observation has 4 (map > map > ndarray map > shape list)
 MAX_OBJECTS = 8 * MAX_ITEMS  # msgpack objects in one frame, keys included; a valid observation has a few dozen
 PLAIN = (type(None), bool, int, float)  # decoded values with no length to bound
+SHORT_STR_CHARS = MAX_STR_BYTES // 4  # a str of at most this many chars is at most MAX_STR_BYTES in UTF-8
 PACKED_AS_BASE = (float, int, str, bytes)  # msgpack packs their subclasses (np.float64, np.str_) as the base type
 
 
@@ -83,17 +84,26 @@ def packb(obj: Any) -> bytes:
 def _dtype(value: Any) -> np.dtype:
     if not isinstance(value, str):
         raise CodecError(f"dtype must be a str like '<f4', got {type(value).__name__}")
-    try:
-        return _check_dtype(np.dtype(value))
-    except TypeError as exc:
-        raise CodecError(f"not a numpy dtype: {value[:32]!r}") from exc
+    dtype = KNOWN_DTYPES.get(value)
+    if dtype is None:
+        try:
+            dtype = np.dtype(value)
+        except (TypeError, ValueError, SyntaxError) as exc:  # numpy parses "f4,(2" as Python: SyntaxError
+            raise CodecError(f"not a numpy dtype: {value[:32]!r}") from exc
+        _check_dtype(dtype)
+        if len(KNOWN_DTYPES) < 64:
+            KNOWN_DTYPES[value] = dtype
+    return dtype
+
+
+KNOWN_DTYPES: dict[str, np.dtype] = {}  # dtype strs seen and accepted (a robot sends the same few every time)
 
 
 def _array(obj: dict) -> np.ndarray:
     dtype, data, shape = _dtype(obj.get(b"dtype")), obj.get(b"data"), obj.get(b"shape")
     if not isinstance(data, bytes):
         raise CodecError(f"ndarray data must be bytes, got {type(data).__name__}")
-    if not isinstance(shape, list) or len(shape) > MAX_DIMS or any(type(d) is not int or d < 0 for d in shape):
+    if type(shape) is not list or len(shape) > MAX_DIMS or not all(type(d) is int and d >= 0 for d in shape):
         raise CodecError(f"ndarray shape must be a list of at most {MAX_DIMS} ints >= 0, got {shape!r:.80}")
     size = math.prod(shape) * dtype.itemsize
     if len(data) != size:
@@ -133,37 +143,52 @@ def decode_frame(frame: bytes) -> Any:
         raise
     except Exception as exc:  # msgspec's DecodeError, UnicodeDecodeError, RecursionError...
         raise CodecError(f"not a msgpack frame: {type(exc).__name__}: {exc}") from None
-    return _restored(decoded)
+    if type(decoded) is dict or type(decoded) is list:
+        return _restored(decoded)
+    _check_leaf(decoded)
+    return decoded
 
 
-def _restored(obj: Any) -> Any:
-    """`obj` with its str and bin lengths checked and its ndarray and numpy scalar maps made numpy objects again,
-    inner maps first (as msgpack's object_hook). The recursion is bounded: check_structure held it to MAX_DEPTH."""
-    kind = type(obj)
-    if kind is dict:
+def _restored(obj: dict | list) -> Any:
+    """A map or list with every str and bin length checked and its ndarray and numpy scalar maps made numpy objects
+    again, inner maps first (as msgpack's object_hook). The recursion is bounded: check_structure held it to
+    MAX_DEPTH. Most values are short: only a long one costs a call."""
+    if type(obj) is dict:
         for key in obj:
-            if type(key) is not str and type(key) is not bytes:
+            if type(key) is str:
+                if len(key) > SHORT_STR_CHARS:
+                    _check_leaf(key)
+            elif type(key) is not bytes:
                 raise CodecError(f"not a msgpack frame: a map key of type {type(key).__name__} (str or bytes only)")
-            _restored(key)
         for key, value in obj.items():
-            if type(value) not in PLAIN:
+            kind = type(value)
+            if kind is dict or kind is list:
                 obj[key] = _restored(value)
+            elif kind not in PLAIN and (kind is not str or len(value) > SHORT_STR_CHARS):
+                _check_leaf(value)
         if b"__ndarray__" in obj:
             return _array(obj)
         return _scalar(obj) if b"__npgeneric__" in obj else obj
-    if kind is list:
-        for i, value in enumerate(obj):
-            if type(value) not in PLAIN:
-                obj[i] = _restored(value)
-    elif kind is str:
-        if len(obj) > MAX_STR_BYTES // 4 and len(obj.encode()) > MAX_STR_BYTES:  # fewer chars: fewer UTF-8 bytes
-            raise CodecError(f"frame out of bounds: a str of {len(obj.encode())} bytes (max_str_len {MAX_STR_BYTES})")
-    elif kind is bytes:
-        if len(obj) > MAX_BIN_BYTES:
-            raise CodecError(f"frame out of bounds: a bin of {len(obj)} bytes (max_bin_len {MAX_BIN_BYTES})")
-    elif kind not in PLAIN:  # a timestamp, which msgspec decodes itself
-        raise CodecError("frame out of bounds: an ext type (max_ext_len 0: openpi sends none)")
+    for i, value in enumerate(obj):
+        kind = type(value)
+        if kind is dict or kind is list:
+            obj[i] = _restored(value)
+        elif kind not in PLAIN and (kind is not str or len(value) > SHORT_STR_CHARS):
+            _check_leaf(value)
     return obj
+
+
+def _check_leaf(value: Any) -> None:
+    """A str within MAX_STR_BYTES, a bin within MAX_BIN_BYTES; anything else msgspec decodes but a plain number, bool
+    or nil is an ext type (a timestamp: msgspec decodes it itself)."""
+    if type(value) is str:
+        if len(value) > SHORT_STR_CHARS and len(value.encode()) > MAX_STR_BYTES:
+            raise CodecError(f"frame out of bounds: a str of {len(value.encode())} bytes (max_str_len {MAX_STR_BYTES})")
+    elif type(value) is bytes:
+        if len(value) > MAX_BIN_BYTES:
+            raise CodecError(f"frame out of bounds: a bin of {len(value)} bytes (max_bin_len {MAX_BIN_BYTES})")
+    elif type(value) not in PLAIN:
+        raise CodecError("frame out of bounds: an ext type (max_ext_len 0: openpi sends none)")
 
 
 # A msgpack header by its first byte: (kind, bytes of its length field, fixed bytes after that, the count a fix*
