@@ -1,4 +1,4 @@
-"""Robot-side package of vlash: light by design (numpy + pyzmq + msgpack only, never torch).
+"""Robot-side package of vlash: light by design (numpy + pyzmq + msgspec only, never torch).
 
 It runs on the robot computer. The wire protocol, the ZeroMQ client, the control loop, the
 chunk executors, safety and robots live here; the server imports the protocol from here so both

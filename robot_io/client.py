@@ -158,7 +158,8 @@ class PolicyClient:
             )
 
         reply = self._await(is_final, timeout_s, f"final ACTIONS for request {rid}")
-        self._inbox = deque(m for m in self._inbox if m.request_id != rid)  # its partial ACTIONS
+        if self._inbox:  # its partial ACTIONS
+            self._inbox = deque(m for m in self._inbox if m.request_id != rid)
         if isinstance(reply, Error):
             raise RemoteError(reply)
         return reply

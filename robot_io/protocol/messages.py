@@ -51,6 +51,16 @@ class MessageError(ProtocolError):
         self.detail = message
 
 
+def bad_message(text: str) -> MessageError:
+    """The sender does not speak the protocol: undecodable, a key missing or extra, a field of the wrong wire type."""
+    return MessageError(ErrorCode.BAD_MESSAGE, text)
+
+
+def bad_value(text: str) -> MessageError:
+    """The right wire type, a value out of bounds."""
+    return MessageError(ErrorCode.BAD_VALUE, text)
+
+
 class RemoteError(ProtocolError):
     """The server answered with an ERROR message; carries its code, text and request id."""
 

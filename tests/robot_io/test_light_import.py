@@ -1,4 +1,4 @@
-"""robot_io runs on robot computers: it must import with numpy + pyzmq + msgpack only."""
+"""robot_io runs on robot computers: it must import with numpy + pyzmq + msgspec only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`vlash run --server tcp://HOST:5555 --robot sim:reach --mode vlash --rate-hz 30 --duration-s 20`: drive a robot
 with a remote policy. Robot side only: robot_io and the standard library, never torch or rich (it runs on the
-robot computer, where only numpy, pyzmq, msgpack and pyyaml are installed).
+robot computer, where only numpy, pyzmq, msgspec and pyyaml are installed).
 
     vlash run --server tcp://gpu-box:5555 --robot lerobot:so101_follower --robot-config configs/robots/so101.yaml \\
         --camera base_0_rgb=front --camera left_wrist_0_rgb=wrist --camera right_wrist_0_rgb=none
