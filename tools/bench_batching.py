@@ -4,7 +4,7 @@ the two interleaved round by round (ABAB...) so the machine's drift falls on bot
 
     python tools/bench_batching.py --policies pi05-tiny pi05-small --robots 1 2 4 8 --duration-s 20 --rounds 2 \
         --out batching.json
-    python tools/bench_batching.py --quick --out quick.json   # N = 1, 2 on pi05-tiny, 3 s per cell, one round
+    python tools/bench_batching.py --quick --out quick.json   # N = 1, 2 on pi05-tiny, 1.5 s per cell, one round
 
 Each robot is a thread with its own `robot_io.client.PolicyClient` on a `robot_io.control.ControlLoop` at
 --rate-hz (30) and asks for a new chunk every --replan-steps control steps (10: every 333 ms, chunk-execution
@@ -287,10 +287,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=120.0, help="a robot's longest wait for one reply")
     p.add_argument("--seed", type=int, default=0, help="observations and start phases")
     p.add_argument("--out", type=Path, default=None, help="JSON file of the cells, rows, ratios and target")
-    p.add_argument("--quick", action="store_true", help="N = 1, 2 on pi05-tiny, 3 s per cell, 1 round (tests)")
+    p.add_argument("--quick", action="store_true", help="N = 1, 2 on pi05-tiny, 1.5 s per cell, 1 round (tests)")
     args = p.parse_args(argv)
     if args.quick:
-        args.policies, args.robots, args.duration_s, args.warmup_s, args.rounds = ["pi05-tiny"], [1, 2], 3.0, 1.0, 1
+        args.policies, args.robots, args.duration_s, args.warmup_s, args.rounds = ["pi05-tiny"], [1, 2], 1.5, 0.5, 1
     return args
 
 

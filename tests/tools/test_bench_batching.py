@@ -29,7 +29,7 @@ def test_quick_run_writes_every_cell_with_chunks_and_latencies(tmp_path):
     cells = {(c["policy"], c["robots"], c["mode"]): c for c in doc["cells"]}
     assert set(cells) == {("pi05-tiny", n, mode) for n in (1, 2) for mode in modes}
     for key, cell in cells.items():
-        assert cell["chunks"] > 0 and cell["seconds"] == 3.0, key
+        assert cell["chunks"] > 0 and cell["seconds"] == 1.5, key
         assert cell["errors"] == 0 and cell["due"] >= cell["missed"] >= 0, key
         assert cell["latencies_ms"] and all(x > 0 for x in cell["latencies_ms"]), key
         assert cell["max_batch"] == (8 if key[2] == "batched" else 1), key
