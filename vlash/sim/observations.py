@@ -15,8 +15,9 @@ visible target gives: a static target lies at least 0.3 from the base, a flying 
 
 Why these and not more pixels: a learned velocity policy given one image and the joint positions cannot see what
 intercept and hold depend on (the ball's velocity; the load's drift, which shows only in how the joints move). The
-Kinetix experiments of the RTC and VLASH papers give their policies symbolic observations too; a second camera
-with the previous frame would ask the tiny CPU-trained policies to learn motion from pixel differences.
+Kinetix experiments of RTC and of training-time RTC give their policies symbolic observations too (docs/METHODS.md,
+"The observed state"); a second camera with the previous frame would ask the tiny CPU-trained policies to learn
+motion from pixel differences.
 
 Sensor noise and observation latency apply to these entries as to the rest of the state (disturbance.py): the
 same noise std in each entry's units, clipped to the observation space, and the whole observation delayed.
