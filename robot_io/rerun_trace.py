@@ -43,6 +43,7 @@ from robot_io.protocol.errors import RobotIOError
 
 log = logging.getLogger(__name__)
 JPEG_QUALITY = 85
+NO_RERUN = "--display / --record need rerun: pip install 'vlash[viz]'"
 MAX_FRAMES_QUEUED = 8  # ticks whose camera frames wait for the worker; more are dropped, not queued
 
 
@@ -54,7 +55,7 @@ def check_rerun() -> None:
     """RerunError (one line, naming the extra) when rerun is not installed: for commands that record only at the
     end and must say so before their work."""
     if importlib.util.find_spec("rerun") is None:
-        raise RerunError("--display / --record need rerun: pip install 'vlash[viz]'")
+        raise RerunError(NO_RERUN)
 
 
 class RerunRecording:
@@ -68,7 +69,7 @@ class RerunRecording:
         try:
             import rerun as rr  # extra: viz
         except ModuleNotFoundError:
-            raise RerunError("--display / --record need rerun: pip install 'vlash[viz]'") from None
+            raise RerunError(NO_RERUN) from None
         self.rr, self.path = rr, path
         self.stream = rr.RecordingStream(application)
         self.traces: list[RerunTrace] = []

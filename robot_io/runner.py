@@ -87,8 +87,9 @@ class Runner:
             self.watchdog = StallWatchdog(self._stall_hold, config.stall_timeout, self.clock)
         self.observation_errors = 0
         self.traces = list(traces)
-        self._tick_traces = [t for t in self.traces if t.wants_ticks]
-        self._image_traces = any(getattr(t, "wants_images", False) for t in self._tick_traces)  # camera frames too
+        ticked = [t for t in self.traces if t.wants_ticks]
+        self._image_traces = [t for t in ticked if getattr(t, "wants_images", False)]  # camera frames + prompt too
+        self._tick_traces = [t for t in ticked if t not in self._image_traces]
         self.ticks: TickWindow | None = None  # sized at run() (a robot knows its dimensions once connected)
         self._ready_ms = RecentWindow(config.stats_window)  # per chunk, the most recent (RunSummary)
         self._latency_ms = RecentWindow(config.stats_window)
@@ -144,12 +145,12 @@ class Runner:
                    index=-1 if cur is None else cur.index_at(tick.index), tick_ms=tick_ms, reset=reset,
                    mode="" if cur is None else self.executor.running_mode)  # fmt: skip
         self.ticks.append(**row)
-        if self._tick_traces:  # traces that want images get the observation's frames and prompt too
-            seen = row
-            if obs is not None and self._image_traces:
-                seen = {**row, "images": obs.get("images"), "prompt": str(obs.get("prompt", ""))}
-            for trace in self._tick_traces:
-                trace.tick(seen if getattr(trace, "wants_images", False) else row)
+        for trace in self._tick_traces:
+            trace.tick(row)
+        if self._image_traces:  # they get the observation's frames and prompt too
+            seen = row if obs is None else {**row, "images": obs.get("images"), "prompt": str(obs.get("prompt", ""))}
+            for trace in self._image_traces:
+                trace.tick(seen)
         if self.status is not None and tick.start_ns >= self._next_status:
             self._next_status = tick.start_ns + round(self.config.status_every_s * 1e9)
             self.status(self.live_status(tick.index))

@@ -106,7 +106,8 @@ class EpisodeRunner:
             if traces:
                 row = dict(t=k * env.dt, step=k, state=state, command=command, held=held,
                            chunk=-1 if cur is None else cur.chunk_id, index=-1 if cur is None else cur.index_at(k),
-                           tick_ms=0.0, reset=False, images=observation["images"])  # fmt: skip
+                           tick_ms=0.0, reset=False, images=observation["images"],
+                           mode=executor.running_mode)  # fmt: skip
                 for sink in traces:
                     sink.tick(row)
             trace.plan_steps.append(-1 if cur is None else self._request_step(executor, cur.chunk_id))

@@ -10,14 +10,13 @@ metrics (vlash.eval.metrics), the numbers the table aggregates.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 from robot_io.rerun_trace import RerunRecording, RerunTrace
 from vlash.eval.episode import EpisodeRunner
 from vlash.eval.metrics import episode_metrics
-from vlash.eval.sweep import SweepConfig, cell_configs, check_sweep
-from vlash.planar_arm import forward
+from vlash.eval.sweep import SweepConfig, arm_fk, cell_configs, timed_sweep
 from vlash.sim import make_env
 
 
@@ -25,10 +24,9 @@ def record_episodes(
     cfg: SweepConfig, path: Path, per_cell: int, progress: Callable[[int, int], None] | None = None
 ) -> Path:
     """Run the first `per_cell` seeds of each cell of `cfg` again into a rerun recording at `path`."""
-    policy = check_sweep(cfg)
-    cfg = replace(cfg, timing=replace(cfg.timing, num_steps=policy.num_steps))  # as run_sweep times the link
+    cfg, policy = timed_sweep(cfg)  # as run_sweep times the link
     env = make_env(cfg.task, seed=0, settings=cfg.sim)
-    links = env.arm_config.link_lengths
+    fk = arm_fk(env)
     names = (list(env.state_names), list(env.action_names))
     seeds = range(cfg.seed, cfg.seed + min(per_cell, cfg.episodes))
     total, done = len(cell_configs(cfg)) * len(seeds), 0
@@ -38,7 +36,7 @@ def record_episodes(
                 root = f"{executor.mode}/d{timing.delay}/seed{seed}"
                 trace = RerunTrace(recording, root, names, keep_every_frame=True)  # simulated time: no deadline
                 episode = EpisodeRunner(env, policy, executor, timing, cfg.task).run(seed, traces=[trace])
-                trace.summary(asdict(episode_metrics(episode, lambda q: forward(q, links))))
+                trace.summary(asdict(episode_metrics(episode, fk)))
                 trace.close()  # one worker thread at a time
                 done += 1
                 if progress:

@@ -21,6 +21,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field, replace
 from multiprocessing import get_context
 
+import numpy as np
+
 from robot_io.executors import EXECUTION_MODES, ExecutorConfig
 from vlash.errors import ConfigError, VlashError
 from vlash.eval.episode import EpisodeRunner, executor_config
@@ -104,8 +106,13 @@ def _init_worker(policy: str, task: str, sim: SimSettings, built=None) -> None:
     except Exception as exc:  # any failure: reported as one line by _run_job
         _WORKER["error"] = f"worker setup ({policy}, {task}): {_one_line(exc)}"
         return
-    links = _WORKER["env"].arm_config.link_lengths
-    _WORKER["fk"] = lambda q: forward(q, links)
+    _WORKER["fk"] = arm_fk(_WORKER["env"])
+
+
+def arm_fk(env) -> Callable[[np.ndarray], np.ndarray]:
+    """The environment's arm's forward kinematics (joints -> end effector), for the episode metrics."""
+    links = env.arm_config.link_lengths
+    return lambda q: forward(q, links)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -206,9 +213,14 @@ def check_state(names: list[str] | None, dims: int | None, observed: list[str], 
         )
 
 
-def run_sweep(cfg: SweepConfig, progress: Callable[[int, int], None] | None = None) -> list[EpisodeMetrics]:
+def timed_sweep(cfg: SweepConfig):
+    """(the sweep with its link timing the policy's sampler, the policy), every setting checked (check_sweep)."""
     policy = check_sweep(cfg)
-    cfg = replace(cfg, timing=replace(cfg.timing, num_steps=policy.num_steps))  # the link times the policy's sampler
+    return replace(cfg, timing=replace(cfg.timing, num_steps=policy.num_steps)), policy
+
+
+def run_sweep(cfg: SweepConfig, progress: Callable[[int, int], None] | None = None) -> list[EpisodeMetrics]:
+    cfg, policy = timed_sweep(cfg)
     jobs = jobs_for(cfg)
     results: list[EpisodeMetrics] = []
     if cfg.workers <= 1:
