@@ -83,3 +83,13 @@ def pytest_collection_modifyitems(config, items):
         for marker, (skip, reason) in skips.items():
             if skip and marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="module")
+def one_ray_at_a_time(tmp_path_factory):
+    """Held by a module that starts Ray: two Ray clusters at once (the suite's two xdist workers) starve each other's
+    start-up on CI's 2 cores, so those modules take turns. The lock file sits beside the workers' temp folders."""
+    from filelock import FileLock  # with huggingface_hub and torch (the server extra)
+
+    with FileLock(str(tmp_path_factory.getbasetemp().parent / "vlash-ray.lock")):
+        yield

@@ -341,6 +341,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _ray_turn(one_ray_at_a_time):  # tests/conftest.py: this module starts Ray
+    yield
+
+
 @pytest.fixture(scope="module")
 def policy_dir(tmp_path_factory) -> Path:
     return write_policy(tmp_path_factory.mktemp("fleet"))

@@ -23,6 +23,11 @@ BLOCK_RAY = (
 )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _ray_turn(one_ray_at_a_time):  # tests/conftest.py: this module starts Ray
+    yield
+
+
 def test_without_ray_it_says_so_and_exits_0():
     run = subprocess.run([sys.executable, "-c", BLOCK_RAY], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr[-2000:]
