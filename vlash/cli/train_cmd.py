@@ -31,7 +31,8 @@ ACCEPTED = {
 TRAIN_FLAGS = ConfigFlags(
     TrainConfig,
     "tasks episodes_per_task steps batch_size lr ema_decay warmup_steps d_max augment mix_prob moving_share "
-    "relative_actions action_norm task_space label_tail plan_labels scratch_init init_from dataset seed image_size "
+    "relative_actions action_norm task_space label_tail plan_labels demo_execute_steps demo_delay_max scratch_init "
+    "init_from dataset seed image_size "
     "num_threads compile log_every checkpoint_every stop_after vision_aux_weight patch_offset_weight "
     "target_aux_weight expert_target_aux_weight named_patch_weight target_aux_layer expert_target_aux_layer "
     "grounding_steps vision_probe_every only_successful progress",

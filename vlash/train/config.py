@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from vlash.train.errors import ConfigError
+from vlash.train.chunked_demos import ChunkedExecution
+from vlash.train.errors import ConfigError, TrainError
 from vlash.train.samples import SampleSpec
 
 if TYPE_CHECKING:
@@ -115,6 +116,13 @@ class TrainConfig:
     # label each frame's chunk with the plan the expert made at that frame (Episode.plans: recorded, H + d_max
     # steps) instead of the actions it went on to command, which on whack move toward targets that appear later
     plan_labels: bool = False
+    # record the expert the way a chunk policy runs (vlash.train.chunked_demos): it plans at every this many steps
+    # and runs each plan open loop until the next takes over; 1 with demo_delay_max 0: it replans every step. The
+    # frames then show the states the policy's own chunked execution reaches; needs plan_labels
+    demo_execute_steps: int = 1
+    # each recorded episode's new chunks take over d ~ U{0..this} steps after the frame they were planned at (the
+    # previous chunk running meanwhile, as under an inference delay), 0 <= this < demo_execute_steps
+    demo_delay_max: int = 0
     # embeddings at unit residual scale, 2-D sin/cos image positions (train.init); off by default: one
     # reach run with it (and batch 16 x 3000 steps) scored 7% vs 35% without it (batch 32 x 1500) — not
     # separated yet, see docs/EVALUATION.md
@@ -171,6 +179,8 @@ class TrainConfig:
         if not str(self.out):
             raise ConfigError("out must name a directory")
         self._check_action_interface(self.sim_settings().action_interface)
+        if not self.demo_execution().per_step and not self.plan_labels:
+            raise ConfigError("demo_execute_steps / demo_delay_max command stale actions: they need plan_labels")
         self.sample_spec(self.d_max + 1)  # validates d_max >= 0, mix_prob, has_prob and moving_share
 
     def _check_action_interface(self, interface: str) -> None:
@@ -205,6 +215,13 @@ class TrainConfig:
             return replace(settings, image_size=self.image_size)
         except SimConfigError as exc:
             raise ConfigError(f"sim: {exc}") from None
+
+    def demo_execution(self) -> ChunkedExecution:
+        """How the expert's demonstrations are executed (demo_execute_steps, demo_delay_max)."""
+        try:
+            return ChunkedExecution(self.demo_execute_steps, self.demo_delay_max)
+        except TrainError as exc:
+            raise ConfigError(f"demo_{exc}") from None
 
     @property
     def velocity_dt(self) -> float | None:

@@ -5,9 +5,10 @@ float32 [N, J], `plans` float32 [N, K, J], K = 0 when the episodes have no per-f
 concatenated (`tails` float32 [M, J]), plus per-episode arrays (`lengths` and `tail_lengths` int64 [E]
 (0: no tail), `seeds` int64 [E], `success` bool [E], `tasks` and `instructions` unicode [E]), and optionally
 `sim`: the simulator settings the episodes were recorded with (vlash.sim.SimSettings.to_dict() as a JSON
-string; absent: the defaults) and `state_names` (unicode [D], the entries of a state, Episode.state_names; absent: a
-state of the J joints). No pickled objects: loading uses allow_pickle=False. Format 2 (no `plans`)
-loads as episodes without plans; format 1 (no tails) is refused: record again.
+string; absent: the defaults), `execution`: how the expert was executed (chunked_demos.ChunkedExecution.to_dict()
+as a JSON string; absent: replanning every step) and `state_names` (unicode [D], the entries of a state,
+Episode.state_names; absent: a state of the J joints). No pickled objects: loading uses allow_pickle=False.
+Format 2 (no `plans`) loads as episodes without plans; format 1 (no tails) is refused: record again.
 """
 
 from __future__ import annotations
@@ -42,15 +43,20 @@ ARRAYS = (
 )
 PLANS = "plans"  # format 3 only
 SIM = "sim"  # optional: the recording's simulator settings (absent: the defaults)
+EXECUTION = "execution"  # optional: how the expert was executed (absent: it replanned every step)
 STATE_NAMES = "state_names"  # optional: the state's entries (absent: the joints alone)
 
 
 def save_episodes(
-    path: str | os.PathLike[str], episodes: Sequence[Episode], sim: Mapping[str, Any] | None = None
+    path: str | os.PathLike[str],
+    episodes: Sequence[Episode],
+    sim: Mapping[str, Any] | None = None,
+    execution: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write `episodes` to `path` (.npz), with the simulator settings they were recorded with (`sim`,
-    SimSettings.to_dict(); None: not recorded, read back as the defaults); an existing file is replaced only once
-    the new one is whole."""
+    SimSettings.to_dict(); None: not recorded, read back as the defaults) and how the expert was executed
+    (`execution`, ChunkedExecution.to_dict(); None: it replanned every step); an existing file is replaced only
+    once the new one is whole."""
     if not episodes:
         raise DatasetError("no episodes to save")
     sizes = {e.images.shape[1:] for e in episodes}
@@ -84,6 +90,8 @@ def save_episodes(
     }
     if sim is not None:
         arrays[SIM] = np.array(json.dumps(dict(sim), sort_keys=True))
+    if execution is not None:
+        arrays[EXECUTION] = np.array(json.dumps(dict(execution), sort_keys=True))
     if episodes[0].state_names:
         arrays[STATE_NAMES] = np.array(episodes[0].state_names, dtype=np.str_)
     atomic_write(target, lambda f: np.savez_compressed(f, **arrays))
@@ -162,16 +170,27 @@ def _check(path: Path, a: dict[str, np.ndarray]) -> None:
 def recorded_sim_settings(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The simulator settings a dataset file was recorded with (SimSettings.to_dict()), None when it does not say
     (written without them: the simulator's defaults)."""
+    return _recorded(path, SIM, "simulator settings")
+
+
+def recorded_execution(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """How a dataset file's expert was executed (ChunkedExecution.to_dict()), None when it does not say (written
+    without it: the expert replanned every step)."""
+    return _recorded(path, EXECUTION, "expert execution")
+
+
+def _recorded(path: str | os.PathLike[str], key: str, what: str) -> dict[str, Any] | None:
+    """The JSON object stored under `key`, None when the file has none."""
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as data:
-            if SIM not in data.files:
+            if key not in data.files:
                 return None
-            doc = json.loads(str(data[SIM]))
+            doc = json.loads(str(data[key]))
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise DatasetError(f"cannot read the sim settings of dataset {path}: {exc}") from exc
+        raise DatasetError(f"cannot read the {what} of dataset {path}: {exc}") from exc
     if not isinstance(doc, dict):
-        raise DatasetError(f"{path}: sim must hold a JSON object of simulator settings, got {type(doc).__name__}")
+        raise DatasetError(f"{path}: {key} must hold a JSON object of {what}, got {type(doc).__name__}")
     return doc
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vlash.policies.processing.transforms import StateActionTransform
+from vlash.train.chunked_demos import ChunkedExecution
 from vlash.train.errors import DatasetError, TrainError
 from vlash.train.progress import progress_bar
 
@@ -167,20 +168,29 @@ def _is_success(info: dict[str, Any], terminated: bool) -> bool:
     return bool(info["success"]) if "success" in info else bool(terminated)
 
 
-def rollout_expert(env: Any, seed: int, task: str, tail: int = 0, plan_steps: int = 0) -> Episode:
+def rollout_expert(
+    env: Any, seed: int, task: str, tail: int = 0, plan_steps: int = 0, execution: ChunkedExecution | None = None
+) -> Episode:
     """One expert episode from `env.reset(seed=seed)` to termination or truncation, plus the expert's plan for
     the `tail` steps after it (`env.expert_chunk` from the final state; the env is not stepped further) and,
-    with `plan_steps` > 0, its `plan_steps`-step plan at every frame (`Episode.plans`)."""
+    with `plan_steps` > 0, its `plan_steps`-step plan at every frame (`Episode.plans`).
+
+    With `execution`, the expert acts the way a chunk policy runs (`ChunkedExecution`): the commanded actions are
+    stale pieces of earlier plans, so the frames show the states a policy's own execution reaches (the target in
+    view with the arm not yet turned toward it), while each frame's plan still says what to do from there."""
     obs, info = env.reset(seed=seed)
     instruction, names = str(env.instruction), tuple(getattr(env, "state_names", ()))
+    chunks = None if execution is None or execution.per_step else execution.schedule(seed)
+    horizon = max(plan_steps, 1 if chunks is None else chunks.plan_steps)
     images, states, actions, plans = [], [], [], []
     terminated = truncated = False
     for _ in range(int(env.max_steps) + 1):
-        if plan_steps > 0:  # the plan's first target is the expert's action (expert_action is expert_chunk(1)[0])
-            plans.append(np.asarray(env.expert_chunk(plan_steps), dtype=np.float32))
-            action = plans[-1][0]
-        else:
+        if chunks is None and plan_steps == 0:
             action = np.asarray(env.expert_action(), dtype=np.float32)
+        else:  # a plan's first target is the expert's action (expert_action is expert_chunk(1)[0])
+            plan = np.asarray(env.expert_chunk(horizon), dtype=np.float32)
+            action = plan[0] if chunks is None else chunks.action(len(actions), plan)
+            plans.append(plan[:plan_steps])
         images.append(np.asarray(obs["image"], dtype=np.uint8))
         states.append(np.asarray(obs["state"], dtype=np.float32))
         actions.append(action)
@@ -211,22 +221,27 @@ def record_episodes(
     tail: int = 0,
     plan_steps: int = 0,
     settings: SimSettings | None = None,
+    execution: ChunkedExecution | None = None,
 ) -> list[Episode]:
     """Record `count` expert episodes of `task` (fewer when `only_successful` drops failed ones), each with a
     `tail` of expert actions past its end and, with `plan_steps` > 0, the expert's plan at every frame
     (`rollout_expert`), in a simulator configured by `settings` (vlash.sim.SimSettings; None: the defaults;
     `image_size` replaces its image size). Actions, tails and plans are in the settings' action interface.
+    `execution` runs the expert as a chunk policy runs (vlash.train.chunked_demos); its frames need the plans as
+    labels, since the commanded actions are stale.
 
     Deterministic given (task, count, seed, image_size, settings). Each episode keeps its reset seed and whether
     it succeeded; `success_rate` of the unfiltered list is the expert's success rate.
     """
     if count < 1:
         raise TrainError(f"count must be >= 1, got {count}")
+    if execution is not None and not execution.per_step and plan_steps < 1:
+        raise TrainError("chunked execution commands stale actions: record the plans (plan_steps > 0) as labels")
     env = _make_env(task, seed, image_size, settings)
     episodes = []
     with progress_bar(f"recording {task}", total=count, enabled=progress) as advance:
         for s in episode_seeds(task, count, seed):
-            episodes.append(rollout_expert(env, s, task, tail, plan_steps))
+            episodes.append(rollout_expert(env, s, task, tail, plan_steps, execution))
             advance(1, f"success {success_rate(episodes):.0%}")
     close = getattr(env, "close", None)
     if callable(close):

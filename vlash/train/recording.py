@@ -2,7 +2,8 @@
 
 A dataset file remembers the simulator settings it was recorded with (`vlash.train.dataset`); loading one
 recorded under other settings than the run's (another action interface, load, arm, ...) is refused, since its
-actions would mean something else than the policy is trained for.
+actions would mean something else than the policy is trained for. So is one whose expert was executed otherwise
+than the run asks (TrainConfig.demo_execution): its frames come from other states.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vlash.train.chunked_demos import ChunkedExecution
 from vlash.train.config import TrainConfig
-from vlash.train.dataset import load_episodes, recorded_sim_settings, save_episodes
+from vlash.train.dataset import load_episodes, recorded_execution, recorded_sim_settings, save_episodes
 from vlash.train.episodes import Episode, record_episodes, success_rate
-from vlash.train.errors import TrainError
+from vlash.train.errors import DatasetError, TrainError
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ def gather_episodes(
     else:
         found = record(config, horizon)
         if config.dataset:
-            save_episodes(config.dataset, found, config.sim_settings().to_dict())
+            save_episodes(config.dataset, found, config.sim_settings().to_dict(), config.demo_execution().to_dict())
     if config.plan_labels and any(e.plans is None for e in found):
         where = f"the dataset {config.dataset}" if config.dataset else "the given episodes"
         raise TrainError(f"plan_labels needs per-frame expert plans, which {where} lacks; record it again")
@@ -73,13 +75,14 @@ def record(config: TrainConfig, horizon: int) -> list[Episode]:
             tail=tail,
             plan_steps=plan_steps,
             settings=settings,
+            execution=config.demo_execution(),
         )
     return found
 
 
 def check_dataset_settings(config: TrainConfig) -> None:
     """TrainError when config.dataset was recorded in other simulator settings than the run's (image size aside:
-    images are resized to the policy's input anyway)."""
+    images are resized to the policy's input anyway) or with the expert executed otherwise."""
     from vlash.sim.settings import SimSettings  # extra: sim
 
     recorded = recorded_sim_settings(config.dataset)
@@ -91,6 +94,16 @@ def check_dataset_settings(config: TrainConfig) -> None:
         raise TrainError(
             f"dataset {config.dataset} was recorded with other simulator settings ({shown}); "
             "give another --dataset path to record it again"
+        )
+    doc = recorded_execution(config.dataset)
+    try:
+        recorded_as = ChunkedExecution() if doc is None else ChunkedExecution(**doc)
+    except (TypeError, TrainError) as exc:
+        raise DatasetError(f"dataset {config.dataset}: execution {doc!r} is not an expert execution: {exc}") from None
+    if recorded_as != config.demo_execution():
+        raise TrainError(
+            f"dataset {config.dataset} was recorded with the expert {recorded_as.describe()} "
+            f"(run: {config.demo_execution().describe()}); give another --dataset path to record it again"
         )
 
 
