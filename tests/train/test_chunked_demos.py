@@ -16,7 +16,8 @@ from vlash.train.chunked_demos import ChunkedExecution, ChunkSchedule  # noqa: E
 from vlash.train.config import TrainConfig  # noqa: E402
 from vlash.train.dataset import recorded_execution, save_episodes  # noqa: E402
 from vlash.train.episodes import record_episodes  # noqa: E402
-from vlash.train.errors import ConfigError, TrainError  # noqa: E402
+from vlash.train.errors import ConfigError, DatasetError, TrainError  # noqa: E402
+from vlash.train.recording import check_dataset_settings  # noqa: E402
 
 MICRO = str(Path(__file__).with_name("pi05-micro.yaml"))
 OBSERVABLE = load_sim_settings(config_dir("eval") / "velocity-observable.yaml")
@@ -108,3 +109,11 @@ def test_datasets_remember_how_the_expert_ran_and_a_run_asking_otherwise_is_refu
     assert "the expert in chunks of 10 steps after delays of 0..4 (run: replanning every step)" in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize("execution", [{"execute_steps": 0, "delay_max": 0}, {"steps": 10}])
+def test_a_dataset_with_a_malformed_execution_is_refused_by_name(tmp_path, execution):
+    (e,) = record_episodes("hold", 1, seed=0, image_size=16, progress=False)
+    data = save_episodes(tmp_path / "bad.npz", [e], execution=execution)
+    with pytest.raises(DatasetError, match=r"bad\.npz: execution .* is not an expert execution"):
+        check_dataset_settings(TrainConfig(dataset=str(data)))

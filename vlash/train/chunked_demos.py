@@ -47,6 +47,7 @@ class ChunkedExecution:
         return self.execute_steps == 1 and self.delay_max == 0
 
     def describe(self) -> str:
+        """How the expert ran, in words for an error message."""
         if self.per_step:
             return "replanning every step"
         return f"in chunks of {self.execute_steps} steps after delays of 0..{self.delay_max}"
