@@ -1,4 +1,5 @@
-"""The policies shipped in checkpoints/ load and act: the augmented default of the demo and the baseline."""
+"""The policies shipped in checkpoints/ load and act: the reach policies (the demo's augmented default and its
+baseline) and the hold policies that plan joint velocities under a load."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import torch
 
 from robot_io.protocol import Infer
 from vlash.eval.policies import LearnedPolicy
+from vlash.eval.sweep import check_action_interface, check_state
 from vlash.policies.formats.loading import load_policy
 from vlash.policies.names.shipped import shipped_policy_dir
+from vlash.resources import config_dir
 from vlash.sim import make_env
+from vlash.sim.settings import load_sim_settings
 
 SHIPPED = {"pi05-tiny-sim": True, "pi05-tiny-sim-baseline": False}  # name -> trained with both augmentations
 
@@ -36,3 +40,36 @@ def test_shipped_policy_loads_and_acts_from_the_state_it_is_given(name, augmente
         assert result.actions.shape == (policy.config.action_horizon, 2) and np.isfinite(result.actions).all()
         planning = state if future is None else future
         assert np.abs(result.actions[0] - planning).max() < 0.3  # the chunk starts where it was told the arm is
+
+
+# name -> trained with both augmentations. Hold under a load (configs/eval/velocity-load-observable.yaml), task-space
+# joint velocities, demonstrations executed the way the policy runs (docs/EVALUATION.md, "Learned hold policies")
+HOLD = {"pi05-tiny-sim-hold-observable": True, "pi05-tiny-sim-hold-observable-baseline": False}
+
+
+@pytest.mark.parametrize(("name", "augmented"), HOLD.items())
+def test_shipped_hold_policy_plans_joint_velocities_from_the_state_its_simulator_observes(name, augmented):
+    settings = load_sim_settings(config_dir("eval") / "velocity-load-observable.yaml")
+    torch.set_num_threads(1)
+    policy = load_policy(shipped_policy_dir(name))
+    meta = policy.metadata
+    assert meta["trained_by"] == "vlash.train" and meta["complete"] and "vlash train" in meta["command"]
+    assert meta["augment"]["future_state"] is augmented and meta["augment"]["prefix_mix"] is augmented
+    env = make_env("hold", seed=3, settings=settings)
+    chunk_policy = LearnedPolicy(policy)
+    check_action_interface(chunk_policy.action_interface, env.action_interface, name)  # velocity actions
+    check_state(chunk_policy.state_names, chunk_policy.state_dims, env.state_names, name)  # velocities, target
+    obs, _ = env.reset(seed=3)
+    plan = chunk_policy.planner(env, lambda step: None, 1)
+    state = np.asarray(obs["state"], np.float32)
+    infer = Infer(request_id=1, step_index=0, capture_time_ns=0, prompt=env.instruction,
+                  images={chunk_policy.camera: obs["image"]}, state=state, delay_steps=0, seed=0)  # fmt: skip
+    actions = plan(infer).actions
+    assert actions.shape == (policy.config.action_horizon, 2) and np.isfinite(actions).all()
+    assert np.abs(actions).max() < 1.5 * settings.arm.max_velocity  # joint velocities, not positions
+    # executed, the chunk's first rows bring the end effector closer to the target (the load pushes it around)
+    _, info = env.reset(seed=3)
+    start = np.linalg.norm(info["ee_xy"] - info["target_xy"])
+    for action in actions[:10]:
+        _, _, _, _, info = env.step(action)
+    assert np.linalg.norm(info["ee_xy"] - info["target_xy"]) < 0.85 * start
