@@ -7,6 +7,7 @@ Skipped without Ray (`pip install 'vlash[fleet]'`)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import subprocess
@@ -30,7 +31,14 @@ import vlash.fleet.app as fleet_app_module  # noqa: E402
 from tests.server.conftest import PROMPT, STEPS, make_runtime, write_policy  # noqa: E402
 from tests.server.test_openpi_endpoint import OpenpiTestClient  # noqa: E402
 from vlash.errors import ConfigError  # noqa: E402
-from vlash.fleet.app import APP_NAME, auto_replica_gpus, build_app, fleet_app  # noqa: E402
+from vlash.fleet.app import (  # noqa: E402
+    APP_NAME,
+    PROXY_READY_TIMEOUT_ENV,
+    allow_slow_proxy_start,
+    auto_replica_gpus,
+    build_app,
+    fleet_app,
+)
 from vlash.fleet.batch import RequestFailed, replies  # noqa: E402
 from vlash.fleet.config import FleetConfig  # noqa: E402
 from vlash.fleet.ingress import MAX_RETRIES, OpenpiIngress  # noqa: E402
@@ -235,6 +243,15 @@ def test_replicas_get_sleeping_openmp_workers_unless_the_user_chose(monkeypatch)
     assert FleetConfig(policy="pi05-tiny").replica_actor_options["runtime_env"]["env_vars"]["OMP_WAIT_POLICY"] == (
         "ACTIVE"
     )
+
+
+def test_a_local_rays_http_proxy_gets_a_minute_to_start_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv(PROXY_READY_TIMEOUT_ENV, raising=False)
+    allow_slow_proxy_start()
+    assert os.environ[PROXY_READY_TIMEOUT_ENV] == "60"
+    monkeypatch.setenv(PROXY_READY_TIMEOUT_ENV, "7")
+    allow_slow_proxy_start()
+    assert os.environ[PROXY_READY_TIMEOUT_ENV] == "7"
 
 
 def test_vlash_serve_keeps_the_fleet_flags_and_the_zeromq_flags_apart():

@@ -189,16 +189,14 @@ def start_ray(args, stack: ExitStack) -> str:
     import ray
     from ray import serve
 
-    from vlash.fleet.app import APP_NAME, fleet_app
+    from vlash.fleet.app import APP_NAME, allow_slow_proxy_start, fleet_app
     from vlash.fleet.config import FleetConfig
 
     config = FleetConfig(policy=POLICY, random_weights=True, device="cpu", num_replicas=1, num_cpus=0,
                          ingress_num_cpus=0, max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms)  # fmt: skip
     port = _free_port()
     env = {"OMP_NUM_THREADS": str(args.threads)}  # the replica's torch threads
-    # Serve's controller kills a proxy not ready within 5 s and serve.start then fails (ActorDiedError); on a
-    # loaded 2-core machine the proxy takes longer. Set before ray.init: the instance's processes inherit it.
-    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
+    allow_slow_proxy_start()  # before ray.init: a loaded machine's proxy needs more than Ray's 5 s
     # a new local instance, never a running cluster; replica logs stay in Ray's log files, off this stderr
     ray.init(address="local", num_cpus=available_cores(), include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": env})  # fmt: skip

@@ -7,6 +7,7 @@ vlash serve --ray --policy pi05-tiny --random-weights --num-replicas 2 --openpi-
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -22,6 +23,16 @@ from vlash.fleet.ingress import OpenpiIngress
 from vlash.fleet.model import ModelReplica
 
 APP_NAME = "vlash"  # the Serve application's name (serve status, serve.delete)
+# Serve's controller kills an HTTP proxy not ready within this many seconds (Ray's default 5), and serve.start then
+# fails with ActorDiedError; on a loaded 2-core machine or a Jetson the proxy can take longer to start.
+PROXY_READY_TIMEOUT_ENV, PROXY_READY_TIMEOUT_S = "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60"
+
+
+def allow_slow_proxy_start() -> None:
+    """Give the HTTP proxy of a Ray started after this call PROXY_READY_TIMEOUT_S to become ready, unless the user
+    set PROXY_READY_TIMEOUT_ENV. Call before ray.init: the local instance's processes inherit the environment (an
+    existing cluster keeps its own)."""
+    os.environ.setdefault(PROXY_READY_TIMEOUT_ENV, PROXY_READY_TIMEOUT_S)
 
 
 def fleet_app(config: FleetConfig) -> Application:
@@ -79,6 +90,7 @@ def serve_fleet(
     ready = False
     try:
         if not ray.is_initialized():
+            allow_slow_proxy_start()
             ray.init(address=address, include_dashboard=False if address is None else None)
             for sig in previous:  # ray.init sets its own SIGTERM handler (sys.exit): ours again
                 signal.signal(sig, on_signal)
