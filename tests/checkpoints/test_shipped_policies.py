@@ -19,13 +19,19 @@ from vlash.sim.settings import load_sim_settings
 SHIPPED = {"pi05-tiny-sim": True, "pi05-tiny-sim-baseline": False}  # name -> trained with both augmentations
 
 
-@pytest.mark.parametrize(("name", "augmented"), SHIPPED.items())
-def test_shipped_policy_loads_and_acts_from_the_state_it_is_given(name, augmented):
-    torch.set_num_threads(1)
+def load_shipped(name, augmented):
+    """The shipped policy `name`, after checking that vlash train wrote it whole, with or without both augmentations."""
     policy = load_policy(shipped_policy_dir(name))
     meta = policy.metadata
     assert meta["trained_by"] == "vlash.train" and meta["complete"] and "vlash train" in meta["command"]
     assert meta["augment"]["future_state"] is augmented and meta["augment"]["prefix_mix"] is augmented
+    return policy
+
+
+@pytest.mark.parametrize(("name", "augmented"), SHIPPED.items())
+def test_shipped_policy_loads_and_acts_from_the_state_it_is_given(name, augmented):
+    torch.set_num_threads(1)
+    policy = load_shipped(name, augmented)
     assert policy.processor.relative  # chunks relative to the state the request carries
     env = make_env("reach", seed=3)
     obs, _ = env.reset(seed=3)
@@ -43,7 +49,7 @@ def test_shipped_policy_loads_and_acts_from_the_state_it_is_given(name, augmente
 
 
 # name -> trained with both augmentations. Hold under a load (configs/eval/velocity-load-observable.yaml), task-space
-# joint velocities, demonstrations executed the way the policy runs (docs/EVALUATION.md, "Learned hold policies")
+# joint velocities, demonstrations executed the way the policy runs (docs/EVALUATION.md, "Hold under a load")
 HOLD = {"pi05-tiny-sim-hold-observable": True, "pi05-tiny-sim-hold-observable-baseline": False}
 
 
@@ -51,15 +57,12 @@ HOLD = {"pi05-tiny-sim-hold-observable": True, "pi05-tiny-sim-hold-observable-ba
 def test_shipped_hold_policy_plans_joint_velocities_from_the_state_its_simulator_observes(name, augmented):
     settings = load_sim_settings(config_dir("eval") / "velocity-load-observable.yaml")
     torch.set_num_threads(1)
-    policy = load_policy(shipped_policy_dir(name))
-    meta = policy.metadata
-    assert meta["trained_by"] == "vlash.train" and meta["complete"] and "vlash train" in meta["command"]
-    assert meta["augment"]["future_state"] is augmented and meta["augment"]["prefix_mix"] is augmented
+    policy = load_shipped(name, augmented)
     env = make_env("hold", seed=3, settings=settings)
     chunk_policy = LearnedPolicy(policy)
     check_action_interface(chunk_policy.action_interface, env.action_interface, name)  # velocity actions
     check_state(chunk_policy.state_names, chunk_policy.state_dims, env.state_names, name)  # velocities, target
-    obs, _ = env.reset(seed=3)
+    obs, info = env.reset(seed=3)
     plan = chunk_policy.planner(env, lambda step: None, 1)
     state = np.asarray(obs["state"], np.float32)
     infer = Infer(request_id=1, step_index=0, capture_time_ns=0, prompt=env.instruction,
@@ -68,7 +71,6 @@ def test_shipped_hold_policy_plans_joint_velocities_from_the_state_its_simulator
     assert actions.shape == (policy.config.action_horizon, 2) and np.isfinite(actions).all()
     assert np.abs(actions).max() < 1.5 * settings.arm.max_velocity  # joint velocities, not positions
     # executed, the chunk's first rows bring the end effector closer to the target (the load pushes it around)
-    _, info = env.reset(seed=3)
     start = np.linalg.norm(info["ee_xy"] - info["target_xy"])
     for action in actions[:10]:
         _, _, _, _, info = env.step(action)
