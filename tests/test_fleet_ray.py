@@ -386,6 +386,7 @@ def fleet(policy_dir) -> Iterator[str]:
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # ray.init replaces SIGTERM's
     try:
         with deadline(WAIT_S, "starting the fleet"):
+            allow_slow_proxy_start()  # as vlash serve does: a loaded CI machine's proxy needs more than 5 s
             ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
             serve.start(http_options={"host": "127.0.0.1", "port": port})
             serve.run(fleet_app(config), name=APP_NAME, route_prefix="/")  # returns once every replica runs
