@@ -1,5 +1,5 @@
 """The policies shipped in checkpoints/ load and act: the reach policies (the demo's augmented default and its
-baseline) and the hold policies that plan joint velocities under a load."""
+baseline), the hold policies that plan joint velocities under a load, and the intercept policies."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import pytest
 import torch
 
 from robot_io.protocol import Infer
+from vlash import planar_arm
 from vlash.eval.policies import LearnedPolicy
 from vlash.eval.sweep import check_action_interface, check_state
 from vlash.policies.formats.loading import load_policy
 from vlash.policies.names.shipped import shipped_policy_dir
 from vlash.resources import config_dir
 from vlash.sim import make_env
+from vlash.sim.oracle import ExpertPlanner
 from vlash.sim.settings import load_sim_settings
 
 SHIPPED = {"pi05-tiny-sim": True, "pi05-tiny-sim-baseline": False}  # name -> trained with both augmentations
@@ -75,3 +77,42 @@ def test_shipped_hold_policy_plans_joint_velocities_from_the_state_its_simulator
     for action in actions[:10]:
         _, _, _, _, info = env.step(action)
     assert np.linalg.norm(info["ee_xy"] - info["target_xy"]) < 0.85 * start
+
+
+# name -> trained with both augmentations. Intercept (configs/eval/velocity-observable.yaml), task-space joint
+# velocities, demonstrations executed the way the policy runs (docs/EVALUATION.md, "Intercept")
+INTERCEPT = {"pi05-tiny-sim-intercept-observable": True, "pi05-tiny-sim-intercept-observable-baseline": False}
+
+
+def _end_effector_move(arm, joints, velocities):
+    """The end effector's displacement after `velocities` [n, 2] (clipped to the arm's limit) run from `joints`."""
+    run = np.clip(velocities, -arm.max_velocity, arm.max_velocity).sum(axis=0) * arm.control_dt
+    return planar_arm.forward(joints + run, arm.link_lengths) - planar_arm.forward(joints, arm.link_lengths)
+
+
+@pytest.mark.parametrize(("name", "augmented"), INTERCEPT.items())
+def test_shipped_intercept_policy_turns_the_way_the_expert_does_when_the_ball_appears(name, augmented):
+    settings = load_sim_settings(config_dir("eval") / "velocity-observable.yaml")
+    torch.set_num_threads(1)
+    policy = load_shipped(name, augmented)
+    chunk_policy = LearnedPolicy(policy)
+    agreement = []
+    for seed in range(5):
+        env = make_env("intercept", seed=seed, settings=settings)
+        if seed == 0:
+            check_action_interface(chunk_policy.action_interface, env.action_interface, name)  # velocity actions
+            check_state(chunk_policy.state_names, chunk_policy.state_dims, env.state_names, name)  # ball's x, y, v
+        obs, info = env.reset(seed=seed)
+        while info.get("target_xy") is None:  # at rest until the ball appears
+            obs, _, _, _, info = env.step(np.zeros(2, np.float32))
+        state = np.asarray(obs["state"], np.float32)
+        infer = Infer(request_id=1, step_index=0, capture_time_ns=0, prompt=env.instruction,
+                      images={chunk_policy.camera: obs["image"]}, state=state, delay_steps=0, seed=0)  # fmt: skip
+        actions = chunk_policy.planner(env, lambda step: None, 1)(infer).actions
+        assert actions.shape == (policy.config.action_horizon, 2) and np.isfinite(actions).all()
+        # the first 10 rows move the end effector the way the expert's plan from the same state does
+        mine = _end_effector_move(settings.arm, state[:2], actions[:10])
+        expert = _end_effector_move(settings.arm, state[:2], ExpertPlanner(env)(infer)[:10])
+        agreement.append(mine @ expert / (np.linalg.norm(mine) * np.linalg.norm(expert)))
+    # cosines of the two moves: within 90 degrees on every seed, and close on most (a random direction: mean ~0)
+    assert min(agreement) > 0 and np.mean(agreement) > 0.5, np.round(agreement, 2)
