@@ -449,7 +449,7 @@ def _replicas() -> list[str]:
     )
 
 
-def _busy_replica(names: list[str]):
+def _busy_replica(names: list[str]) -> tuple[str, ray.actor.ActorHandle]:
     """(name, actor handle) of one of the model replicas `names` with requests ongoing now (Serve's own count, the one
     its router asks)."""
     while True:

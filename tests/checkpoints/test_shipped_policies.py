@@ -50,6 +50,13 @@ def test_shipped_policy_loads_and_acts_from_the_state_it_is_given(name, augmente
         assert np.abs(result.actions[0] - planning).max() < 0.3  # the chunk starts where it was told the arm is
 
 
+def _request(chunk_policy, env, obs) -> Infer:
+    """A sync request (d = 0) for the observation `obs` of `env`."""
+    return Infer(request_id=1, step_index=0, capture_time_ns=0, prompt=env.instruction,
+                 images={chunk_policy.camera: obs["image"]}, state=np.asarray(obs["state"], np.float32),
+                 delay_steps=0, seed=0)  # fmt: skip
+
+
 # name -> trained with both augmentations. Hold under a load (configs/eval/velocity-load-observable.yaml), task-space
 # joint velocities, demonstrations executed the way the policy runs (docs/EVALUATION.md, "Hold under a load")
 HOLD = {"pi05-tiny-sim-hold-observable": True, "pi05-tiny-sim-hold-observable-baseline": False}
@@ -65,11 +72,7 @@ def test_shipped_hold_policy_plans_joint_velocities_from_the_state_its_simulator
     check_action_interface(chunk_policy.action_interface, env.action_interface, name)  # velocity actions
     check_state(chunk_policy.state_names, chunk_policy.state_dims, env.state_names, name)  # velocities, target
     obs, info = env.reset(seed=3)
-    plan = chunk_policy.planner(env, lambda step: None, 1)
-    state = np.asarray(obs["state"], np.float32)
-    infer = Infer(request_id=1, step_index=0, capture_time_ns=0, prompt=env.instruction,
-                  images={chunk_policy.camera: obs["image"]}, state=state, delay_steps=0, seed=0)  # fmt: skip
-    actions = plan(infer).actions
+    actions = chunk_policy.planner(env, lambda step: None, 1)(_request(chunk_policy, env, obs)).actions
     assert actions.shape == (policy.config.action_horizon, 2) and np.isfinite(actions).all()
     assert np.abs(actions).max() < 1.5 * settings.arm.max_velocity  # joint velocities, not positions
     # executed, the chunk's first rows bring the end effector closer to the target (the load pushes it around)
@@ -96,23 +99,21 @@ def test_shipped_intercept_policy_turns_the_way_the_expert_does_when_the_ball_ap
     torch.set_num_threads(1)
     policy = load_shipped(name, augmented)
     chunk_policy = LearnedPolicy(policy)
+    envs = [make_env("intercept", seed=seed, settings=settings) for seed in range(5)]
+    check_action_interface(chunk_policy.action_interface, envs[0].action_interface, name)  # velocity actions
+    check_state(chunk_policy.state_names, chunk_policy.state_dims, envs[0].state_names, name)  # ball's x, y, v
     agreement = []
-    for seed in range(5):
-        env = make_env("intercept", seed=seed, settings=settings)
-        if seed == 0:
-            check_action_interface(chunk_policy.action_interface, env.action_interface, name)  # velocity actions
-            check_state(chunk_policy.state_names, chunk_policy.state_dims, env.state_names, name)  # ball's x, y, v
+    for seed, env in enumerate(envs):
         obs, info = env.reset(seed=seed)
         while info.get("target_xy") is None:  # at rest until the ball appears
             obs, _, _, _, info = env.step(np.zeros(2, np.float32))
-        state = np.asarray(obs["state"], np.float32)
-        infer = Infer(request_id=1, step_index=0, capture_time_ns=0, prompt=env.instruction,
-                      images={chunk_policy.camera: obs["image"]}, state=state, delay_steps=0, seed=0)  # fmt: skip
+        infer = _request(chunk_policy, env, obs)
         actions = chunk_policy.planner(env, lambda step: None, 1)(infer).actions
         assert actions.shape == (policy.config.action_horizon, 2) and np.isfinite(actions).all()
         # the first 10 rows move the end effector the way the expert's plan from the same state does
-        mine = _end_effector_move(settings.arm, state[:2], actions[:10])
-        expert = _end_effector_move(settings.arm, state[:2], ExpertPlanner(env)(infer)[:10])
+        joints = infer.state[:2]
+        mine = _end_effector_move(settings.arm, joints, actions[:10])
+        expert = _end_effector_move(settings.arm, joints, ExpertPlanner(env)(infer)[:10])
         agreement.append(mine @ expert / (np.linalg.norm(mine) * np.linalg.norm(expert)))
     # cosines of the two moves: within 90 degrees on every seed, and close on most (a random direction: mean ~0)
     assert min(agreement) > 0 and np.mean(agreement) > 0.5, np.round(agreement, 2)
