@@ -9,8 +9,10 @@ installed, else openpi's wire format through websockets' sync client and vlash.s
 pins numpy < 2). Each sends its observation (vlash's native layout, which both `auto` maps take) every
 --replan-steps control steps at --rate-hz (10 at 30 Hz: every 333 ms), starting at a random phase (seeded, the same
 for both paths), and waits for the reply; a reply later than the next slot moves the robot to the first slot after
-it (tools/bench_batching.py's request stream). Latency: observation sent -> reply received, monotonic clock, the
-requests sent after --warmup-s of the same load per cell, pooled over robots and rounds.
+it (tools/bench_batching.py's request stream). A cell's clock starts once every robot has connected and had one
+reply (not measured: a new connection's first request); latency is observation sent -> reply received, monotonic
+clock, of the requests sent after --warmup-s of the same load, pooled over robots and rounds. A robot keeps asking
+past --duration-s until it has one measured request, so a slow machine gives slow numbers, never none.
 
 Both servers run outside this process with the same torch threads (--threads: `vlash serve --threads`, the replica's
 OMP_NUM_THREADS), max_batch and batch_wait_ms; both stay up for the whole run, the idle one waiting while the
@@ -31,7 +33,8 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -92,13 +95,23 @@ class OpenpiClient:
         self.infer = self._impl.infer
 
 
-class Robot(threading.Thread):
-    """One openpi robot (see the module docstring); a failure ends it and is kept in `failure`."""
+@dataclass
+class Window:
+    """One cell's schedule, monotonic ns, set when every robot is primed: robots start at start_ns (+ their phase)
+    and are measured from measure_ns."""
 
-    def __init__(self, index: int, url: str, start_ns: int, measure_ns: int, end_ns: int, args) -> None:
+    start_ns: int = 0
+    measure_ns: int = 0
+    end_ns: int = 0
+
+
+class Robot(threading.Thread):
+    """One openpi robot (see the module docstring); a failure ends it, is kept in `failure` and breaks `primed`."""
+
+    def __init__(self, index: int, url: str, phase_s: float, window: Window, primed: threading.Barrier, args) -> None:
         super().__init__(name=f"robot-{index}", daemon=True)
-        self.index, self.url, self.args = index, url, args
-        self.start_ns, self.measure_ns, self.end_ns = start_ns, measure_ns, end_ns
+        self.index, self.url, self.phase_s, self.args = index, url, phase_s, args
+        self.window, self.primed = window, primed
         self.latencies_ms: list[float] = []
         self.failure: BaseException | None = None
 
@@ -106,39 +119,51 @@ class Robot(threading.Thread):
         try:
             client = OpenpiClient(self.url)
             try:
-                self._stream(client)
+                observation = self._observation(client.metadata)
+                client.infer(observation)  # a new connection's first request: not measured
+                self.primed.wait(START_S)
+                self._stream(client, observation)
             finally:
                 client.close()
         except BaseException as exc:  # noqa: BLE001 - reported by the cell
             self.failure = exc
+            self.primed.abort()
 
-    def _stream(self, client: OpenpiClient) -> None:
+    def _observation(self, meta: dict) -> dict:
         rng = np.random.default_rng([self.args.seed, self.index])
-        meta = client.metadata
         images = {c["name"]: rng.integers(0, 256, (c["height"], c["width"], 3), np.uint8) for c in meta["cameras"]}
         state = rng.uniform(-1, 1, meta["state_dim"]).astype(np.float32)
-        observation = {"images": images, "state": state, "prompt": PROMPT}
+        return {"images": images, "state": state, "prompt": PROMPT}
+
+    def _stream(self, client: OpenpiClient, observation: dict) -> None:
         period = round(self.args.replan_steps / self.args.rate_hz * 1e9)
-        slot = self.start_ns
-        while slot < self.end_ns:
+        slot = self.window.start_ns + int(self.phase_s * 1e9)
+        while slot < self.window.end_ns or not self.latencies_ms:
             time.sleep(max(0, slot - time.monotonic_ns()) / 1e9)
             sent = time.monotonic_ns()
             client.infer(observation)
             now = time.monotonic_ns()
-            if sent >= self.measure_ns:
+            if sent >= self.window.measure_ns:
                 self.latencies_ms.append((now - sent) / 1e6)
             slot += max(1, -(-(now - slot) // period)) * period  # the first slot not yet passed
 
 
 def run_cell(url: str, path: str, n: int, rnd: int, args) -> dict:
-    """N robots against `url` for --warmup-s + --duration-s."""
+    """N robots against `url`: each connects and is primed, then --warmup-s + --duration-s of requests."""
     phases = np.random.default_rng([args.seed, rnd, n]).uniform(0, args.replan_steps / args.rate_hz, n)
-    start = time.monotonic_ns() + 500_000_000  # the robots connect meanwhile
-    measure = start + int(args.warmup_s * 1e9)
-    end = measure + int(args.duration_s * 1e9)
-    robots = [Robot(i, url, start + int(phases[i] * 1e9), measure, end, args) for i in range(n)]
+    window = Window()
+
+    def open_window() -> None:  # the barrier's action: runs once, before any robot is released
+        window.start_ns = time.monotonic_ns() + 100_000_000
+        window.measure_ns = window.start_ns + int(args.warmup_s * 1e9)
+        window.end_ns = window.measure_ns + int(args.duration_s * 1e9)
+
+    primed = threading.Barrier(n + 1, action=open_window)
+    robots = [Robot(i, url, phases[i], window, primed, args) for i in range(n)]
     for robot in robots:
         robot.start()
+    with suppress(threading.BrokenBarrierError):  # a robot failed or was not primed in time: reported below
+        primed.wait(START_S)
     for robot in robots:
         robot.join(args.duration_s + args.warmup_s + 180)
     failed = [f"{r.name}: {r.failure!r}" for r in robots if r.failure is not None or r.is_alive()]

@@ -40,7 +40,7 @@ def test_one_robot_against_both_paths(tmp_path):
     out = tmp_path / "fleet.json"
     args = ["--robots", "1", "--duration-s", "1", "--warmup-s", "0.5", "--rounds", "1", "--out", str(out)]
     run = subprocess.run(
-        [sys.executable, "tools/bench_fleet.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=240
+        [sys.executable, "tools/bench_fleet.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=420
     )
     assert run.returncode == 0, run.stderr[-3000:]
     doc = json.loads(out.read_text())
