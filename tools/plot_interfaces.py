@@ -44,13 +44,14 @@ def main(argv: list[str] | None = None) -> int:
             if not mine:
                 continue
             rate = [100 * c["success_rate"] for c in mine]
-            err = [[r - 100 * c["ci95"][0] for r, c in zip(rate, mine, strict=True)],
-                   [100 * c["ci95"][1] - r for r, c in zip(rate, mine, strict=True)]]  # fmt: skip
+            # at 0% or 100% the Wilson bound equals the rate up to rounding: never a negative bar
+            err = [[max(0.0, r - 100 * c["ci95"][0]) for r, c in zip(rate, mine, strict=True)],
+                   [max(0.0, 100 * c["ci95"][1] - r) for r, c in zip(rate, mine, strict=True)]]  # fmt: skip
             ax.errorbar([c["delay"] for c in mine], rate, yerr=err, marker="o", capsize=3, label=mode)
         ax.set(title=title, xlabel="inference delay d (control steps)", ylim=(-3, 103))
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("success rate (%), 95% CI")
-    axes[0][-1].legend(fontsize=8, loc="lower left")
+    axes[0][-1].legend(fontsize=8, loc="best")  # where it covers the fewest points
     atomic_write(args.out, lambda f: fig.savefig(f, format="png", dpi=110))
     plt.close(fig)
     print(f"wrote {args.out}")

@@ -28,3 +28,11 @@ def test_one_title_per_result(capsys, tmp_path):
     with pytest.raises(SystemExit):
         load_tool("plot_interfaces").main([*RESULTS, "--titles", "only one", "--out", str(tmp_path / "x.png")])
     assert "2 results but 1 titles" in capsys.readouterr().err
+
+
+def test_a_cell_at_100_percent_plots(tmp_path):
+    # the oracle at s = 5 solves every episode at d = 0: its Wilson upper bound is 0.9999999999999999, not 1.0
+    oracle = str(REPORT / "oracle-velocity-observable-s5-intercept.json.gz")
+    out = tmp_path / "oracle.png"
+    assert load_tool("plot_interfaces").main([oracle, "--titles", "oracle, s = 5", "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
