@@ -1,10 +1,12 @@
-"""Compare two `vlash eval --json` results on the same seeds: the ratio of a metric's means with a paired
-bootstrap interval, and both success rates.
+"""Compare two `vlash eval --json` cells on the same seeds: the ratio of a metric's means with a paired
+bootstrap interval, and both success rates. The cells are the same (mode, delay) of two files, or two cells of one
+file (--second-mode / --second-delay: vlash against naive at d = 4, say).
 
     python tools/eval_compare.py q2.json q1.json --mode vlash --delay 4 [--metric completion_s]
+    python tools/eval_compare.py grid.json grid.json --mode vlash --delay 4 --second-mode naive
 
-A ratio below 1 means the first run's metric is smaller (for completion_s: it finishes sooner). Both files must
-hold the cell's episodes for the same seeds (same --split/--seed and --episodes); pairs are matched by seed.
+A ratio below 1 means the first cell's metric is smaller (for completion_s: it finishes sooner). Both cells must
+hold episodes for the same seeds (same --split/--seed and --episodes); pairs are matched by seed.
 """
 
 from __future__ import annotations
@@ -31,19 +33,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("second", type=Path)
     p.add_argument("--mode", required=True)
     p.add_argument("--delay", type=int, required=True)
+    p.add_argument("--second-mode", default=None, help="the second file's mode (default: --mode)")
+    p.add_argument("--second-delay", type=int, default=None, help="the second file's delay (default: --delay)")
     p.add_argument("--metric", default="completion_s", help="a per-episode number in the JSON (default completion_s)")
     args = p.parse_args(argv)
+    second_mode = args.mode if args.second_mode is None else args.second_mode
+    second_delay = args.delay if args.second_delay is None else args.second_delay
     try:
-        a, b = (cell_episodes(path, args.mode, args.delay) for path in (args.first, args.second))
+        a = cell_episodes(args.first, args.mode, args.delay)
+        b = cell_episodes(args.second, second_mode, second_delay)
     except (OSError, ValueError) as exc:
         p.error(str(exc))
     seeds = sorted(a)
     if sorted(b) != seeds:
-        raise SystemExit(f"the two files hold different seeds ({len(a)} and {len(b)} episodes); rerun on the same ones")
+        raise SystemExit(f"the two cells hold different seeds ({len(a)} and {len(b)} episodes); rerun on the same ones")
     ratio, low, high = paired_ratio([a[s][args.metric] for s in seeds], [b[s][args.metric] for s in seeds])
-    print(f"{args.mode} d={args.delay}, {len(seeds)} paired seeds {seeds[0]}-{seeds[-1]}")
-    print(f"{args.metric}: {args.first.name} / {args.second.name} = {ratio:.3f} [95% CI {low:.3f}-{high:.3f}]")
-    for name, cell in ((args.first.name, a), (args.second.name, b)):
+    names = [args.first.name, args.second.name]
+    if (second_mode, second_delay) == (args.mode, args.delay):
+        print(f"{args.mode} d={args.delay}, {len(seeds)} paired seeds {seeds[0]}-{seeds[-1]}")
+    else:
+        cells = [f"{args.mode} d={args.delay}", f"{second_mode} d={second_delay}"]
+        names = cells if args.first == args.second else [f"{n} {c}" for n, c in zip(names, cells, strict=True)]
+        print(f"{names[0]} against {names[1]}, {len(seeds)} paired seeds {seeds[0]}-{seeds[-1]}")
+    print(f"{args.metric}: {names[0]} / {names[1]} = {ratio:.3f} [95% CI {low:.3f}-{high:.3f}]")
+    for name, cell in zip(names, (a, b), strict=True):
         wins = sum(cell[s]["success"] for s in seeds)
         lo, hi = wilson_interval(wins, len(seeds))
         print(f"success {name}: {100 * wins / len(seeds):.0f}% [{100 * lo:.0f}-{100 * hi:.0f}]")
