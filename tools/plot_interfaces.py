@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from vlash.atomic import atomic_write
-from vlash.eval.report import read_summary
+from vlash.eval.report import read_summary, success_bars
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,10 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             mine = sorted((c for c in cells if c["mode"] == mode), key=lambda c: c["delay"])
             if not mine:
                 continue
-            rate = [100 * c["success_rate"] for c in mine]
-            # at 0% or 100% the Wilson bound equals the rate up to rounding: never a negative bar
-            err = [[max(0.0, r - 100 * c["ci95"][0]) for r, c in zip(rate, mine, strict=True)],
-                   [max(0.0, 100 * c["ci95"][1] - r) for r, c in zip(rate, mine, strict=True)]]  # fmt: skip
+            rate, err = success_bars(mine)
             ax.errorbar([c["delay"] for c in mine], rate, yerr=err, marker="o", capsize=3, label=mode)
         ax.set(title=title, xlabel="inference delay d (control steps)", ylim=(-3, 103))
         ax.grid(alpha=0.3)

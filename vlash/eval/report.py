@@ -90,6 +90,15 @@ def print_table(summary: dict, console: Console) -> None:
         console.print(note)
 
 
+def success_bars(cells: list[dict]) -> tuple[list[float], list[list[float]]]:
+    """(success %, [below, above] error bar lengths) of summary cells, for matplotlib's errorbar: the 95% interval
+    around each rate, never negative (at 0% or 100% a stored Wilson bound equals the rate only up to rounding)."""
+    rate = [100 * c["success_rate"] for c in cells]
+    below = [max(0.0, r - 100 * c["ci95"][0]) for r, c in zip(rate, cells, strict=True)]
+    above = [max(0.0, 100 * c["ci95"][1] - r) for r, c in zip(rate, cells, strict=True)]
+    return rate, [below, above]
+
+
 def plot_summary(summary: dict, path: str | Path) -> Path:
     """Two panels per mode against delay: success rate (95% CI); mean reaction latency on tasks with timed
     events, else mean completion time."""
@@ -108,11 +117,7 @@ def plot_summary(summary: dict, path: str | Path) -> Path:
     for mode in modes:
         cells = [c for c in summary["cells"] if c["mode"] == mode]
         delays = [c["delay"] for c in cells]
-        rate = [100 * c["success_rate"] for c in cells]
-        err = [
-            [max(0.0, r - 100 * c["ci95"][0]) for r, c in zip(rate, cells, strict=True)],
-            [max(0.0, 100 * c["ci95"][1] - r) for r, c in zip(rate, cells, strict=True)],
-        ]
+        rate, err = success_bars(cells)
         ax_s.errorbar(delays, rate, yerr=err, marker="o", capsize=3, label=mode)
         points = [(d, scale * c[key]) for d, c in zip(delays, cells, strict=True) if c[key] is not None]
         if points:
