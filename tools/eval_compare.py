@@ -48,13 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     if sorted(b) != seeds:
         raise SystemExit(f"the two cells hold different seeds ({len(a)} and {len(b)} episodes); rerun on the same ones")
     ratio, low, high = paired_ratio([a[s][args.metric] for s in seeds], [b[s][args.metric] for s in seeds])
-    names = [args.first.name, args.second.name]
-    if (second_mode, second_delay) == (args.mode, args.delay):
-        print(f"{args.mode} d={args.delay}, {len(seeds)} paired seeds {seeds[0]}-{seeds[-1]}")
-    else:
-        cells = [f"{args.mode} d={args.delay}", f"{second_mode} d={second_delay}"]
-        names = cells if args.first == args.second else [f"{n} {c}" for n, c in zip(names, cells, strict=True)]
-        print(f"{names[0]} against {names[1]}, {len(seeds)} paired seeds {seeds[0]}-{seeds[-1]}")
+    cells = [f"{args.mode} d={args.delay}", f"{second_mode} d={second_delay}"]
+    files = [args.first.name, args.second.name]
+    if cells[0] == cells[1]:  # one cell of two files
+        names, compared = files, cells[0]
+    else:  # two cells: of one file, or of two
+        names = cells if args.first == args.second else [f"{f} {c}" for f, c in zip(files, cells, strict=True)]
+        compared = f"{names[0]} against {names[1]}"
+    print(f"{compared}, {len(seeds)} paired seeds {seeds[0]}-{seeds[-1]}")
     print(f"{args.metric}: {names[0]} / {names[1]} = {ratio:.3f} [95% CI {low:.3f}-{high:.3f}]")
     for name, cell in zip(names, (a, b), strict=True):
         wins = sum(cell[s]["success"] for s in seeds)
