@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vlash.atomic import atomic_write
 from vlash.cli.cpu_threads import available_cores, server_threads
 from vlash.progress import clock_text
 
@@ -314,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"command": " ".join(["python", "tools/bench_fleet.py", *(argv or sys.argv[1:])]),
                "settings": {k: v for k, v in vars(args).items() if k != "out"}, "cells": cells, "rows": rows,
                "overhead": overhead}  # fmt: skip
-        args.out.write_text(json.dumps(doc, indent=1))
+        atomic_write(args.out, lambda f: f.write(json.dumps(doc, indent=1).encode()))  # whole or not at all
     return 0
 
 
