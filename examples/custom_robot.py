@@ -107,14 +107,17 @@ def main(argv: list[str] | None = None) -> int:
     from robot_io.protocol.errors import RobotIOError
     from robot_io.run_summary import LABELS
     from robot_io.runner import RunConfig, run_robot
+    from robot_io.server_wait import wait_for_server
 
     robot = SevenJointArm()
     try:
         with PolicyClient(args.server, timeout_s=10.0, client_name="examples/custom_robot") as client:
-            cameras = {c.name: None for c in client.connect().cameras} | parse_camera_map(args.camera)
+            # a server still loading its policy: wait up to 2 min (the arm is not connected yet), a line every 5 s
+            metadata = wait_for_server(client, 120.0, lambda line: print(line, file=sys.stderr, flush=True))
+            cameras = {c.name: None for c in metadata.cameras} | parse_camera_map(args.camera)
             executor = ExecutorConfig(mode=args.mode, execution_horizon=10)
             config = RunConfig(executor, duration_s=args.duration_s, max_step=args.max_step, camera_map=cameras)
-            result = run_robot(robot, client, config)
+            result = run_robot(robot, client, config, metadata=metadata)
     except (RobotIOError, ValueError) as exc:  # no server, dims or cameras that do not fit the policy
         print(f"custom_robot: error: {exc}", file=sys.stderr)
         return 2

@@ -80,13 +80,22 @@ class PolicyClient:
     # -- connection -----------------------------------------------------------------------------------
 
     def connect(self) -> Metadata:
-        """Handshake (HELLO -> METADATA) within timeout_s; raises DeadlineExceeded or RemoteError."""
+        """Handshake (HELLO -> METADATA) within timeout_s; raises DeadlineExceeded or RemoteError. For a server that
+        may still be starting: robot_io.server_wait.wait_for_server."""
         if self._socket is None:
             self._open()
         self._hello_pending = False  # this call takes the next METADATA itself
         metadata = self._call(Hello(client=self.client_name), Metadata)
         self._accept_metadata(metadata)
         return metadata
+
+    def send_hello(self) -> None:
+        """Send HELLO without waiting (on a new socket if there is none); `poll` takes the METADATA reply and counts
+        it in counters["handshakes"]. For waiting on a server that is still starting: robot_io.server_wait."""
+        if self._socket is None:
+            self._open()
+        self._send_frames(encode(Hello(client=self.client_name), self.limits))
+        self._hello_pending = True
 
     @property
     def metadata(self) -> Metadata:
@@ -119,9 +128,7 @@ class PolicyClient:
         """
         frames = encode(infer, self.limits, validate=self.validate_requests)  # MessageError before any I/O
         if self._socket is None:
-            self._open()
-            self._send_frames(encode(Hello(client=self.client_name), self.limits))
-            self._hello_pending = True
+            self.send_hello()
         self._send_frames(frames)
         self._pending[infer.request_id] = time.monotonic_ns()
         self.counters["sent"] += 1

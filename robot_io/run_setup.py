@@ -31,6 +31,7 @@ class RunConfig:
     stall_timeout_s: float | None = None  # no tick done this long: the stall watchdog holds; None: max(0.25, 4 periods)
     trace_ticks: int = 18_000  # the most recent ticks RunResult keeps (10 min at 30 Hz); 0: none (a TraceSink has all)
     stats_window: int = 10_000  # the most recent chunks the summary's latency percentiles cover
+    server_wait_s: float = 120.0  # how long to wait for the policy server's first reply (one still loading) [s]
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_hz) and self.rate_hz > 0):
@@ -53,6 +54,8 @@ class RunConfig:
         ):
             raise ValueError(f"RunConfig.stall_timeout_s must exceed two control periods ({2 / self.rate_hz:.3f} "
                              f"s), got {self.stall_timeout_s}")  # fmt: skip
+        if not (math.isfinite(self.server_wait_s) and self.server_wait_s > 0):
+            raise ValueError(f"RunConfig.server_wait_s must be > 0, got {self.server_wait_s}")
         if not self.status_every_s > 0:
             raise ValueError(f"RunConfig.status_every_s must be > 0, got {self.status_every_s}")
 
@@ -72,7 +75,9 @@ def safety_for(robot: Robot, config: RunConfig) -> SafetyConfig:
     if limits is not None:
         limits = np.asarray(limits, np.float64)
         low, high = tuple(limits[:, 0].tolist()), tuple(limits[:, 1].tolist())
-    return SafetyConfig(low, high, config.max_step, config.on_missing, config.executor.action_kind)
+    names = getattr(robot, "action_names", None)  # the clamp warning names the entries
+    return SafetyConfig(low, high, config.max_step, config.on_missing, config.executor.action_kind,
+                        action_names=None if names is None else tuple(map(str, names)))  # fmt: skip
 
 
 def fit_policy(robot: Robot, meta: Metadata, config: RunConfig) -> tuple[dict[str, str | None], np.ndarray | None]:

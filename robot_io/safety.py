@@ -16,6 +16,10 @@ state when the robot names nothing and state_dim == action_dim), else None (unkn
   controller keeps doing what it did before the run (position servos hold their goal). Counted as a fallback.
 The first command's `max_step` is measured from `measured`; the runner refuses `max_step` without it.
 
+Clamping is counted per entry and per limit. When more than `warn_share` of the actions (after `warn_after`) were
+clamped, the policy's actions do not fit the robot's limits (units, normalization, limits too tight, a max step
+below the policy's speed): one WARNING line, once per run, names the entries and limits that clamped most.
+
 StallWatchdog covers a stalled loop thread (a tick blocked in a driver, the interpreter descheduled): a small
 thread that notices no completed tick within `timeout_s` and calls `hold()` (the runner sends the fallback under
 the lock that guards every send), again every `timeout_s` while the stall lasts. The runner starts it only for
@@ -52,6 +56,9 @@ class SafetyConfig:
     on_missing: Fallback = "hold"  # "hold" the last command or "stop" at the measured position
     action_kind: str = "absolute"  # "absolute" targets, "delta" increments or "velocity" rates
     log_every: int = 100  # log every n-th fallback after the first
+    warn_share: float = 0.05  # warn once when more than this share of the actions were clamped
+    warn_after: int = 20  # ... counted over at least this many actions
+    action_names: tuple[str, ...] | None = None  # the action's entries by name, for that warning; None: by index
 
     def __post_init__(self) -> None:
         if self.on_missing not in FALLBACKS:
@@ -73,6 +80,9 @@ class SafetyConfig:
             raise ValueError(f"SafetyConfig.max_step must be > 0 or None, got {self.max_step}")
         if self.log_every < 1:
             raise ValueError(f"SafetyConfig.log_every must be >= 1, got {self.log_every}")
+        if not 0 <= self.warn_share <= 1 or self.warn_after < 1:
+            raise ValueError(f"SafetyConfig: warn_share must be in [0, 1] and warn_after >= 1, got "
+                             f"{self.warn_share} and {self.warn_after}")  # fmt: skip
 
 
 class Safety:
@@ -91,6 +101,9 @@ class Safety:
         self.invalid = 0  # of which the action was present but not finite / wrong size
         self.unsent = 0  # of which nothing could be sent (no command yet, no measured positions)
         self.clamped = 0  # ticks whose action was changed by a limit
+        self.actions = 0  # ticks with a valid action (the ones that could be clamped)
+        self.clamp_counts: dict[tuple[int, str], int] = {}  # (entry, "range" or "max_step") -> actions it clamped
+        self.clamp_warned = False  # the warning of too many clamps was logged (once per run: reset() keeps it)
 
     def reset(self) -> None:
         """Forget the last command (a new episode: the first command is measured from the observation)."""
@@ -122,9 +135,11 @@ class Safety:
                 return None, True
         else:
             held = False
-        sent = self._clamp(action, measured)
-        if not held and not np.array_equal(sent, action):
-            self.clamped += 1
+        sent = self._clamp(action, measured, count=not held)
+        if not held:
+            self.actions += 1
+            self.clamped += 0 if np.array_equal(sent, action) else 1
+            self._check_clamp_share()
         if self.config.action_kind == "absolute":
             self.last_command = sent
         return sent, held
@@ -148,18 +163,46 @@ class Safety:
                     return np.array(choice, np.float32), what
         return None, "was sent nothing: its own controller keeps the goal it had"
 
-    def _clamp(self, action: np.ndarray, measured: np.ndarray | None) -> np.ndarray:
+    def _clamp(self, action: np.ndarray, measured: np.ndarray | None, count: bool = False) -> np.ndarray:
+        """The action within the limits; `count`: add the entries each limit changed to clamp_counts."""
         out = action.copy()
         step = self.config.max_step
-        if self.config.action_kind != "absolute":
-            out = out if step is None else np.clip(out, -step, step)
-            return out if self._low is None else np.clip(out, self._low, self._high).astype(np.float32)
         ref = self.last_command if self.last_command is not None else measured
+        if self.config.action_kind != "absolute":
+            ref = np.zeros_like(out)  # a relative action's step is its own size
         if step is not None and ref is not None:
-            out = np.clip(out, ref - step, ref + step)
+            out = self._count(out, np.clip(out, ref - step, ref + step), "max_step", count)
         if self._low is not None:
-            out = np.clip(out, self._low, self._high)
+            out = self._count(out, np.clip(out, self._low, self._high), "range", count)
         return out.astype(np.float32)
+
+    def _count(self, before: np.ndarray, after: np.ndarray, limit: str, count: bool) -> np.ndarray:
+        if count:
+            for entry in np.flatnonzero(before != after).tolist():
+                self.clamp_counts[entry, limit] = self.clamp_counts.get((entry, limit), 0) + 1
+        return after
+
+    def _check_clamp_share(self) -> None:
+        """The once-per-run warning (module doc) when the share of clamped actions is above warn_share."""
+        c = self.config
+        if self.clamp_warned or self.actions < c.warn_after or self.clamped <= c.warn_share * self.actions:
+            return
+        self.clamp_warned = True
+        log.warning("safety clamped %d of %d actions (%.0f%%, more than %.0f%%): %s. The policy's actions do not "
+                    "fit the robot's limits: check its action units and normalization, the limits and max_step "
+                    "(said once per run)", self.clamped, self.actions, 100 * self.clamped / self.actions,
+                    100 * c.warn_share, self.clamp_report())  # fmt: skip
+
+    def clamp_report(self, most: int = 3) -> str:
+        """The `most` entries and limits that clamped most, in words: "joint1.pos to [-2.8, 2.8] in 250 actions"."""
+        c, names = self.config, self.config.action_names
+        parts = []
+        for (entry, limit), n in sorted(self.clamp_counts.items(), key=lambda kv: -kv[1])[:most]:
+            name = names[entry] if names is not None and entry < len(names) else f"entry {entry}"
+            bound = f"by max_step {c.max_step:g}" if limit == "max_step" else (
+                f"to [{c.joint_low[entry]:g}, {c.joint_high[entry]:g}]")  # fmt: skip
+            parts.append(f"{name} {bound} in {n} actions")
+        return "; ".join(parts) or "no entry"
 
 
 class StallWatchdog:

@@ -13,6 +13,7 @@ import pytest
 
 from tests.robot_io.lerobot_fixture import FAKE_LEROBOT
 from tests.serve_process import ServeProcess
+from vlash.cli.cpu_threads import server_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +29,12 @@ def test_stream_actions_example_streams_first_action_after_one_step():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("step 0: actions [0, 1)")
-    assert lines[-1].startswith("chunk (1, 50, 32) in 10 steps")
+    chunk = next(i for i, line in enumerate(lines) if line.startswith("chunk (1, 50, 32) in 10 steps"))
+    # the host's load beside the timings, torch on all cores but one (vlash serve's rule); a warning when loaded
+    assert re.fullmatch(r"host load (\d+\.\d\d|unknown) \(1-min average\) on \d+ cores; torch threads: \d+",
+                        lines[chunk + 1]), lines  # fmt: skip
+    assert lines[chunk + 1].endswith(f"torch threads: {server_threads()}")
+    assert all(line.startswith("warning: the host's load average") for line in lines[chunk + 2 :]), lines
 
 
 def docstring_commands(name: str) -> list[list[str]]:
@@ -54,5 +60,7 @@ def test_the_robot_examples_run_as_their_docstrings_say(name):
             done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, f"{shlex.join(argv)}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
             assert re.search(r"chunks run: [1-9]", done.stdout), done.stdout
+            if name == "custom_robot":  # random weights: nearly every action clamped, said once by the safety filter
+                assert done.stderr.count("safety clamped ") == 1, done.stderr
     finally:
         assert server.stop() == 0, server.err

@@ -5,7 +5,8 @@ time from the observation entering prefill to the first final action (after one 
 horizon-aware schedule, after all N with the constant one). Medians and p99 over `iters` runs after
 `warmup` untimed runs; warm-up time is reported separately. With a device profile every metric also gets its
 roofline floor (vlash.devices.roofline) and measured / floor. Peak memory: CUDA allocator peak on a GPU, the
-process's peak resident set on the CPU.
+process's peak resident set on the CPU. What the timings shared the host with (its load average before the first
+run, its cores, the engine's threads: robot_io.host_load) goes with them, and a warning when it inflated them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from robot_io.host_load import HostLoad, available_cores
 from vlash.bench_settings import BenchSettings
 from vlash.devices import DeviceProfile, model_floors
 from vlash.engines import create_engine
@@ -47,6 +49,7 @@ class BenchReport:
     host_rates: dict = field(default_factory=dict)  # on a CPU: the measured rates the floors use (host_rates)
     precision: str = ""  # e.g. "fp32", "int8 (onnx-int8-dynamic) / fp32 activations" (`precision_label`)
     gate: str = ""  # a quantized artifact's recorded fidelity gate, one line ("" when not quantized)
+    host: HostLoad | None = None  # the host's load before the first run, its cores and the engine's threads
 
     def summary(self) -> dict[str, dict[str, float]]:
         rows = {}
@@ -68,8 +71,16 @@ class BenchReport:
             "host_rates": self.host_rates,
             "precision": self.precision,
             "gate": self.gate,
+            "host": None if self.host is None else self.host.as_dict(),
             "summary": self.summary(),
         }
+
+
+def engine_threads(described: dict) -> int:
+    """The CPU threads an engine computes on (`Engine.describe()`'s "threads"; onnxruntime's "default" is every
+    core)."""
+    threads = described.get("threads")
+    return threads if isinstance(threads, int) and threads > 0 else available_cores()
 
 
 def roofline_ms(
@@ -180,13 +191,14 @@ def run_bench(
     total = settings.warmup + settings.iters
     if engine.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(engine.device)
+    host = HostLoad.now(engine_threads(engine.describe()))  # before any run: the other work's load, not the runs'
     t0 = time.perf_counter()
     for i in range(settings.warmup):
         timed_chunk(engine, sampler, settings, seed=i)
         if progress:
             progress(i + 1, total)
     report = BenchReport(settings, engine.describe(), warmup_s=time.perf_counter() - t0)
-    report.precision = precision_of(report.engine)
+    report.precision, report.host = precision_of(report.engine), host
     if profile is not None:
         report.profile = profile.name
         report.floors_ms = roofline_ms(engine.config, profile, roofline_precision(report.engine), settings)

@@ -110,3 +110,17 @@ def test_record_replays_the_first_episodes_the_sweep_measured(tmp_path, capsys):
         assert recording[f"{root}/chunks"]["TextLog:text"][0][0].startswith("chunk 1 (sync)")
     assert not any(key.endswith(f"seed{seed + 1}/held") for key in recording)  # --record-episodes 1
     assert f"wrote {tmp_path / 'e.rrd'}" in capsys.readouterr().out
+
+
+def test_the_table_fits_100_columns_unless_wide_is_asked_for(capsys, monkeypatch):
+    """On a terminal of 200 columns the table stays within 100; --wide prints every column (jerk, boundary jump)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    args = ["eval", "--task", "reach", "--policy", "oracle", "--modes", "ensemble", "--delays", "2", "--episodes", "1",
+            "--workers", "1"]  # fmt: skip
+    assert main(args) == 0
+    narrow = capsys.readouterr().out.splitlines()
+    assert main([*args, "--wide"]) == 0
+    wide = capsys.readouterr().out.splitlines()
+    assert max(map(len, narrow)) <= 100 < max(map(len, wide))
+    assert not any("jerk" in line for line in narrow if "│" in line or "┃" in line)
+    assert any("jerk" in line and "boundary_jump" in line for line in wide if "┃" in line)

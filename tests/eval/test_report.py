@@ -12,7 +12,7 @@ from rich.console import Console
 from robot_io.executors import ExecutorConfig
 from vlash.eval.link import LinkTiming
 from vlash.eval.metrics import EpisodeMetrics
-from vlash.eval.report import plot_summary, print_table
+from vlash.eval.report import TABLE_WIDTH, TableConfig, plot_summary, print_table
 from vlash.eval.sweep import SEED_SPLITS, SweepConfig, summarize
 
 
@@ -68,12 +68,12 @@ def test_the_table_gives_units_json_names_and_says_why_faster_repeats():
         "and one denoise step (d x 0.235 control steps), i.e. 1 step(s) at each"
     ]
     console = Console(record=True, width=250)
-    print_table(summary, console)
+    print_table(summary, console, TableConfig(wide=True))
     text = console.export_text()
     assert "jerk rad²/s⁶" in text and "boundary_jump rad" in text and "faster at d = 2, 4" in text
     summary["settings"]["sim"]["action_interface"] = "ee_delta"
     console = Console(record=True, width=250)
-    print_table(summary, console)
+    print_table(summary, console, TableConfig(wide=True))
     assert "jerk u²/s⁶" in console.export_text()
     assert summarize(replace(cfg, modes=("sync",)), episodes[:3])["notes"] == []
 
@@ -104,3 +104,31 @@ def test_a_summary_round_trips_plain_and_gzip_compressed(tmp_path):
     plain, packed = write_summary(tmp_path / "a.json", summary), write_summary(tmp_path / "a.json.gz", summary)
     assert read_summary(plain) == read_summary(packed) == summary
     assert packed.read_bytes()[:2] == b"\x1f\x8b" and packed.stat().st_size < plain.stat().st_size / 3
+
+
+def test_the_table_fits_100_columns_and_wide_prints_every_column():
+    """The default table (the settings line, the rows, the notes) fits TABLE_WIDTH on a wide terminal without
+    wrapping a cell; --wide adds touch time, jerk and boundary jump (about 145 columns); JSON keeps all of them."""
+    cfg = SweepConfig(task="whack", policy="oracle", modes=("sync", "faster"), delays=(4, 12), episodes=2,
+                      executor=ExecutorConfig(), timing=LinkTiming(0), seed=SEED_SPLITS["report"])  # fmt: skip
+    episodes = []
+    for m in cfg.modes:
+        for d in cfg.delays:
+            for i in range(2):
+                e = EpisodeMetrics("whack", m, d, SEED_SPLITS["report"] + i, i == 0, 240, 8.0 - i, [0.633, 1.2], [1.1])
+                e.jerk, e.max_boundary_jump, e.hold_fraction, e.missed_steps = 913210.0, 0.135, 0.29, 12
+                episodes.append(e)
+    summary = summarize(cfg, episodes)
+    narrow, wide = Console(record=True, width=250), Console(record=True, width=250)
+    print_table(summary, narrow)
+    print_table(summary, wide, TableConfig(wide=True))
+    narrow_text, wide_text = narrow.export_text(), wide.export_text()
+    narrow_lines, wide_lines = narrow_text.splitlines(), wide_text.splitlines()
+    assert max(map(len, narrow_lines)) <= TABLE_WIDTH < max(map(len, wide_lines))
+    header = next(line for line in narrow_lines if "mode" in line)
+    assert "reaction ms mean/p95" in header and "jerk" not in header and "touch" not in header
+    assert len([line for line in narrow_lines if "│" in line]) == 4  # one line a row: no cell wrapped
+    assert "touch time, jerk and boundary jump: --wide, or --json" in " ".join(narrow_text.split())
+    wide_header = next(line for line in wide_lines if "mode" in line)
+    assert all(name in wide_header for name in ("touch ms", "jerk rad²/s⁶", "boundary_jump rad", "missed"))
+    assert {"touch_mean_s", "jerk", "boundary_jump"} <= set(summary["cells"][0])  # the JSON's cells keep them

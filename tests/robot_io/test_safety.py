@@ -165,3 +165,36 @@ def test_velocity_actions_hold_at_zero_and_are_clipped_to_the_action_limits():
     assert not held and sent.tolist() == [1.0, -0.5]  # a rate, clipped to its bounds, never to the joint positions
     sent, held = safety.filter(None, measured=np.array([3.0, 3.0], np.float32))
     assert held and sent.tolist() == [0.0, 0.0]  # holding a velocity arm is commanding zero
+
+
+def test_clamping_more_than_a_few_percent_is_warned_once_naming_the_entries_and_limits(caplog):
+    """19 of 20 actions outside the limits (examples/custom_robot.py's random policy clamped 298 of 300): one
+    WARNING line after the minimum count, naming the entries and limits that clamped most; never again in the run,
+    not even after a new episode."""
+    config = SafetyConfig(joint_low=(-1.0, 0.0), joint_high=(1.0, 0.08), max_step=0.5, action_names=("elbow", "grip"))
+    safety = Safety(config)
+    state = np.zeros(2, np.float32)
+    for _ in range(19):
+        safety.filter(np.array([3.0, 0.05], np.float32), state)  # +0.5 a tick, then at the limit 1
+        assert not caplog.records  # fewer than warn_after actions: nothing said yet
+    safety.filter(np.array([1.0, 0.05], np.float32), state)
+    assert [r.levelname for r in caplog.records] == ["WARNING"] and caplog.records[0].getMessage().count("\n") == 0
+    message = caplog.records[0].getMessage()
+    assert message.startswith("safety clamped 19 of 20 actions (95%, more than 5%): elbow ")
+    assert "elbow by max_step 0.5 in 19 actions; elbow to [-1, 1] in 17 actions." in message
+    assert "grip" not in message  # never clamped
+    safety.reset()
+    for _ in range(100):
+        safety.filter(np.array([3.0, 0.05], np.float32), state)
+    assert len(caplog.records) == 1 and safety.clamped == 119 and safety.actions == 120
+
+
+def test_a_few_clamps_or_held_ticks_are_not_warned(caplog):
+    safety = Safety(SafetyConfig(joint_low=(-1.0,), joint_high=(1.0,)))
+    for i in range(100):  # 5 of 100 clamped, one in every 20: never more than 5%
+        safety.filter(np.array([2.0 if i % 20 == 19 else 0.5], np.float32), np.zeros(1))
+    for _ in range(50):  # held ticks are no actions of the policy: not counted
+        safety.filter(None, np.zeros(1), expected=True)
+    assert safety.clamped == 5 and safety.actions == 100 and not caplog.records
+    with pytest.raises(ValueError, match="warn_share"):
+        SafetyConfig(warn_share=1.5)

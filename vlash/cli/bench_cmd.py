@@ -21,6 +21,7 @@ from rich.table import Table
 
 from vlash.bench_settings import BenchSettings
 from vlash.cli.config_flags import ConfigFlags
+from vlash.cli.cpu_threads import RULE, server_threads
 from vlash.cli.engine_args import add_torch_engine_arguments, torch_engine_options
 from vlash.cli.policy_args import add_policy_arguments
 from vlash.cli.preflight import positive_int
@@ -66,7 +67,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="time an exported artifact (its policy, engine and precision are the defaults); default: random weights",
     )
     p.add_argument("--cameras", type=positive_int, default=None, help="number of cameras (default: the policy's)")
-    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch (default: torch's)")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch and onnxruntime "
+                   f"(default: the device profile's, else {RULE}: timings that hold up beside other work)")  # fmt: skip
     add_torch_engine_arguments(p)
     p.add_argument(
         "--profile-rates",
@@ -135,6 +137,8 @@ def print_report(report: BenchReport, console: Console) -> None:
         ratio = f"{row['vs_floor']:.1f}x" if "vs_floor" in row else "-"
         table.add_row(metric, f"{row['median']:.2f}", f"{row['p99']:.2f}", floor, ratio, str(row["n"]))
     console.print(table)
+    for line in report.host.lines() if report.host is not None else ():  # the load beside the timings
+        console.print(line, soft_wrap=True)
 
 
 def _host_floor(profile: DeviceProfile, threads: int, remeasure: bool, console: Console):
@@ -165,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     profile = _profile(args.device, device)
     named = profile if is_profile_name(args.device) else None  # only a named profile sets defaults
-    threads = args.threads or (named.threads if named else None) or None
+    threads = args.threads or (named.threads if named else None) or server_threads()  # not every core (cpu_threads)
     if threads:
         torch.set_num_threads(threads)
     torch_only = "torch" if (args.compile or args.cuda_graphs) else None  # the flags name the engine they apply to

@@ -16,7 +16,7 @@ from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
 from vlash.errors import ConfigError
 from vlash.eval.link import LinkTiming
 from vlash.eval.recorded import record_episodes
-from vlash.eval.report import plot_summary, print_table, write_summary
+from vlash.eval.report import TableConfig, plot_summary, print_table, write_summary
 from vlash.eval.sweep import SEED_SPLITS, SweepConfig, run_sweep, summarize
 from vlash.policies.names.source import ORACLE, PolicyKind
 from vlash.progress import progress
@@ -40,6 +40,7 @@ EXECUTOR_FLAGS = ConfigFlags(
     notes={"execution_horizon": "(faster may go below d: its sampler stops early)"},
 )
 LINK_FLAGS = ConfigFlags(LinkTiming, "prefill_share")
+TABLE_FLAGS = ConfigFlags(TableConfig, "wide", notes={"wide": "(--json keeps every number either way)"})
 RENAMED = {"--quantization": "--action-stride"}  # q is a stride, not weight quantization (`vlash quantize`)
 
 
@@ -50,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     SWEEP_FLAGS.add_to(p)
     EXECUTOR_FLAGS.add_to(p)
     LINK_FLAGS.add_to(p)
+    TABLE_FLAGS.add_to(p)
     add_renamed_flags(p, RENAMED)
     p.add_argument(
         "--split",
@@ -92,12 +94,13 @@ def sweep_config(args: argparse.Namespace) -> SweepConfig:
 
 def run(args: argparse.Namespace) -> int:
     cfg = sweep_config(args)
-    console = Console(width=max(Console().width, 140))  # the table has 10 columns
+    table = TABLE_FLAGS.build(args)
+    console = Console(width=max(Console().width, 160) if table.wide else None)  # --wide: 11 columns, ~145 wide
     total = len(cfg.modes) * len(cfg.delays) * cfg.episodes
     with progress(f"vlash eval: {args.task} episodes", total, transient=True) as update:
         episodes = run_sweep(cfg, progress=lambda i, n: update(i))
     summary = summarize(cfg, episodes)
-    print_table(summary, console)
+    print_table(summary, console, table)
     if args.json:
         write_summary(args.json, summary)
         console.print(f"wrote {args.json}")

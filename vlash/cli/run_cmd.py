@@ -20,34 +20,40 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, TextIO
 
 from robot_io.client import PolicyClient
 from robot_io.dataset import DatasetError, check_dataset, open_dataset
 from robot_io.executors import ExecutorConfig
 from robot_io.executors.images import parse_camera_map
+from robot_io.host_load import HostLoad
 from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
 from robot_io.protocol.endpoints import DEFAULT_ENDPOINT, check_endpoint
 from robot_io.protocol.errors import EndpointError, RobotIOError
 from robot_io.rerun_trace import RerunError, RerunRecording, RerunTrace
-from robot_io.robots import Robot, RobotConfigError, make_robot
-from robot_io.run_summary import LABELS, MAX_HOLD_SHARE, ROWS_NOTE
+from robot_io.robots import SPECS, Robot, RobotConfigError, make_robot
+from robot_io.run_summary import MAX_HOLD_SHARE
 from robot_io.run_trace import JsonLinesTrace, JsonReport
-from robot_io.runner import RunConfig, RunResult, RunSummary, run_robot
+from robot_io.runner import RunConfig, run_robot
+from robot_io.server_wait import ServerNotAnswering, wait_for_server
 from robot_io.stop_signals import StopRequest, handle_stop_signals
 from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
+from vlash.cli.run_report import CONTROL_THREADS, PROGRESS_EVERY_S, StatusPrinter, report, status_line, summary_text
 from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
 from vlash.errors import ConfigError
 from vlash.sim.robot import SimRobot
+from vlash.sim.tasks import TASK_TYPES
 
 DEFAULT_HORIZON = ExecutorConfig.execution_horizon  # s unless given, when the policy's chunk is long enough
-PROGRESS_EVERY_S = 5.0  # a plain progress line this often when stdout is not a terminal
+ROBOT_SPECS = f"'sim:<task>[:<seed>]' (task: {', '.join(TASK_TYPES)}), {SPECS}"  # every --robot choice
 RECENT_CHUNKS = 20  # chunk records the executor keeps in memory; --json / --trace get every one as it is final
 DESCRIPTION = """Drive a robot (or the simulator) with chunks from a vlash policy server.
+
+At the start it waits up to --server-wait-s (120 s: a server still loading its policy) for the server's first
+reply, with a line on stderr every 5 s; the robot is connected only once the server answered, so nothing is sent
+to it before. No reply by then: one line, exit status 2.
 
 When the server stops answering: the client gives up on a request after --timeout, the executor re-sends it
 after 2 s and keeps asking without blocking the control loop; the link counts as lost after --link-timeout-s
@@ -73,7 +79,7 @@ EXECUTOR_FLAGS = ConfigFlags(
         "link_timeout_s": "(keep it above the server's slowest reply)",
     },
 )
-RUN_FLAGS = ConfigFlags(RunConfig, ("rate_hz", "duration_s", "on_missing", "max_step"))
+RUN_FLAGS = ConfigFlags(RunConfig, ("rate_hz", "duration_s", "on_missing", "max_step", "server_wait_s"))
 RENAMED = {
     "--fps": "--rate-hz",
     "--duration": "--duration-s",
@@ -94,8 +100,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--robot",
         default="sim:reach",
-        help="robot spec: sim:<task>[:<seed>] (reach, track, whack, ...), lerobot:<type> (lerobot:so101_follower), or "
-        "mock (an arm shaped like the served policy, to try a server without hardware)",
+        help=f"robot spec: sim:<task>[:<seed>] ({', '.join(TASK_TYPES)}), lerobot:<type> (lerobot:so101_follower), "
+        "or mock (an arm shaped like the served policy, to try a server without hardware)",
     )
     p.add_argument(
         "--robot-config",
@@ -114,8 +120,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     EXECUTOR_FLAGS.add_to(p)
     RUN_FLAGS.add_to(p)
-    p.add_argument("--timeout", type=float, default=5.0, help="handshake / reply timeout [s]: the client drops "
-                   "the connection and reconnects after this long without a reply")  # fmt: skip
+    p.add_argument("--timeout", type=float, default=5.0, help="reply timeout [s]: the client drops the connection "
+                   "and reconnects after this long without a reply (at the start, while it waits for the server, it "
+                   "sends HELLO again this often)")  # fmt: skip
     p.add_argument("--max-hold-share", type=float, default=MAX_HOLD_SHARE, metavar="F", help="exit with status 1 "
                    "when the watchdog held more than this share of the ticks not by design (the waits for an "
                    "episode's first chunk and sync's are by design), or when no chunk ran")  # fmt: skip
@@ -142,6 +149,7 @@ def check_args(args: argparse.Namespace) -> None:
         check_endpoint(args.server)
     except EndpointError as exc:
         raise ConfigError(f"--server {exc}") from None
+    check_robot_spec(args.robot)
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise ConfigError(f"--timeout must be a positive number, got {args.timeout}")
     build_config(args, execution_horizon(args))  # checked again with the horizon once the policy's chunk is known
@@ -163,6 +171,17 @@ def check_args(args: argparse.Namespace) -> None:
             check_dataset(args.record_dataset)
         except DatasetError as exc:
             raise ConfigError(f"--record-dataset: {exc}") from None
+
+
+def check_robot_spec(spec: str) -> None:
+    """A --robot value of a known kind (sim:<task>, lerobot:<type>, mock), a simulated task by its name; else one
+    line listing every choice. The type of a lerobot:<type> is LeRobot's to check (make_robot)."""
+    kind, _, rest = spec.partition(":")
+    if kind == "sim" and rest.partition(":")[0] and rest.partition(":")[0] not in TASK_TYPES:
+        raise ConfigError(f"--robot {spec!r}: unknown simulated task {rest.partition(':')[0]!r}; choose one of "
+                          f"{', '.join(TASK_TYPES)}")  # fmt: skip
+    if kind not in ("sim", "lerobot", "mock") or (kind == "mock" and rest):
+        raise ConfigError(f"unknown robot spec {spec!r}; --robot takes {ROBOT_SPECS}")
 
 
 def execution_horizon(args: argparse.Namespace, chunk_length: int | None = None) -> int:
@@ -192,52 +211,6 @@ def build_config(args: argparse.Namespace, horizon: int, action_kind: str = "abs
                                     action_kind=action_kind)  # fmt: skip
     # nothing per tick is kept in memory (trace_ticks 0): --trace streams it to a file
     return RUN_FLAGS.build(args, executor=executor, camera_map=camera_map, trace_ticks=0)
-
-
-def status_line(status: dict) -> str:
-    latency = status["latency_ms"]
-    lat = "-" if latency is None else f"{latency:.0f} ms"
-    return (
-        f"step {status['step']:>6}  chunks {status['chunks']:>4}  latency {lat:>7}  d {status['delay_steps']}  "
-        f"missed {status['missed']}  holds {status['holds']}  overruns {status['overruns']}  "
-        f"episodes {status['successes']}/{status['episodes']}"
-    )
-
-
-class StatusPrinter:
-    """The live status: rewritten in place (\\r) on a terminal, else a plain line every `every_s` seconds."""
-
-    def __init__(self, stream: TextIO | None = None, every_s: float = PROGRESS_EVERY_S) -> None:
-        self.stream = stream or sys.stdout
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.every_s, self._next, self._width = every_s, 0.0, 0
-
-    def __call__(self, status: dict[str, Any]) -> None:
-        line = status_line(status)
-        if self.tty:
-            self.stream.write("\r" + line.ljust(self._width))
-            self._width = max(self._width, len(line))
-        elif (now := time.monotonic()) >= self._next:
-            self._next = now + self.every_s
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        """End the in-place line (a terminal) so what follows starts on its own line."""
-        if self.tty and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self.stream.flush()
-
-
-def summary_text(summary: RunSummary) -> str:
-    """The summary as aligned plain text: a title, one `label  value` row per field (LABELS), and where the rows are
-    defined (ROWS_NOTE)."""
-    rows = [(label, summary.cell(name)) for name, label in LABELS.items()]
-    label = max(len(k) for k, _ in rows)
-    width = max(len(v) for _, v in rows)
-    title = f"vlash run: {summary.mode} at {summary.rate_hz:g} Hz"
-    rows_text = (f"  {k:<{label}}  {v:>{width}}" for k, v in rows)
-    return "\n".join([title, *rows_text, f"  {ROWS_NOTE}"])
 
 
 def _curve(args: argparse.Namespace) -> CurveClientKeys | None:
@@ -298,6 +271,23 @@ def _robot(args: argparse.Namespace, metadata: Metadata | None = None) -> Robot:
         raise ConfigError(str(exc)) from None
 
 
+def _wait_for_server(args: argparse.Namespace, client: PolicyClient, stop: StopRequest) -> Metadata | None:
+    """The server's METADATA, waiting up to --server-wait-s for one that is still starting (a progress line on stderr
+    every few seconds; the robot is not connected yet, so nothing is sent to it); None when a stop signal came
+    first. No server: one line naming the flag."""
+    flag, wait_s = RUN_FLAGS.flag("server_wait_s"), RUN_FLAGS.value(args, "server_wait_s")
+
+    def progress(line: str) -> None:  # plain lines, terminal or not
+        print(f"vlash run: {line} of {wait_s:g} ({flag})", file=sys.stderr, flush=True)
+
+    try:
+        return wait_for_server(client, wait_s, progress, stop.event, PROGRESS_EVERY_S, f"; {flag} sets the wait")
+    except ServerNotAnswering as exc:
+        raise ConfigError(str(exc)) from None
+    except RobotIOError as exc:  # protocol mismatch, a server that refuses this client
+        raise ConfigError(f"{type(exc).__name__}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     check_args(args)
     curve = _curve(args)
@@ -308,10 +298,11 @@ def run(args: argparse.Namespace) -> int:
             traces = _open_traces(args, stack)
             client = stack.enter_context(PolicyClient(args.server, args.timeout, f"vlash-run:{args.robot}", curve))
             stack.enter_context(handle_stop_signals(stop))  # the first signal ends the loop; a second one raises
-            try:
-                metadata = client.connect()
-            except RobotIOError as exc:  # no server, protocol mismatch
-                raise ConfigError(f"{type(exc).__name__}: {exc}") from None
+            metadata = _wait_for_server(args, client, stop)
+            if metadata is None:  # a stop signal while the server was starting: the robot was never connected
+                print(f"vlash run: stopped by {stop.name} while waiting for the server; the robot was not connected "
+                      "and was sent nothing", file=sys.stderr)  # fmt: skip
+                return stop.exit_code or 130
             robot = robot or _robot(args, metadata)
             for trace in traces:
                 if isinstance(trace, RerunTrace):  # its series are named after the robot's entries
@@ -320,6 +311,7 @@ def run(args: argparse.Namespace) -> int:
             config = build_config(args, execution_horizon(args, metadata.chunk_length), kind)
             traces += _open_dataset(args, robot, config, stack)
             printer = StatusPrinter()
+            host = HostLoad.now(1, CONTROL_THREADS)  # before the run: the other processes' load, not the run's own
             try:
                 result = run_robot(robot, client, config, status=printer, traces=traces, stop=stop.event,
                                    metadata=metadata)  # fmt: skip
@@ -331,25 +323,8 @@ def run(args: argparse.Namespace) -> int:
         after = f"a second signal after {stop.name}" if stop.signum is not None else "Ctrl-C"
         print(f"vlash run: stopped at once by {after}: no hold commanded, no summary", file=sys.stderr)
         return stop.exit_code or 130
-    return report(result, traces, stop, args.max_hold_share)
+    return report(result, traces, stop, args.max_hold_share, host)
 
 
-def report(result: RunResult, traces: list, stop: StopRequest, max_hold_share: float) -> int:
-    """Print the summary, the files written, how a stopped run left the robot and any trouble; the exit status."""
-    summary = result.summary
-    print(summary_text(summary))
-    for trace in traces:
-        if getattr(trace, "outcome", None):  # a dataset: what it holds, or why it was not written
-            print(trace.outcome)
-        elif trace.path is not None:  # --display alone writes nothing
-            print(f"wrote {trace.path}" if trace.error is None else f"{trace.path} is incomplete: {trace.error}")
-    if result.stopped:
-        print(f"vlash run: stopped by {stop.name} after {summary.duration_s:.1f} s ({summary.ticks} "
-              f"ticks); the robot {result.left}")  # fmt: skip
-    if (reason := summary.unusable_reason(max_hold_share)) is not None:
-        print(f"vlash run: the robot did not get usable chunks: {reason}", file=sys.stderr)
-    elif (warning := summary.hold_warning()) is not None:
-        print(f"vlash run: warning: {warning}", file=sys.stderr)
-    if result.stopped:
-        return stop.exit_code or 130
-    return 1 if reason is not None else 0
+# what `vlash demo` and the tests take from here: the status line and the summary are run_report's
+__all__ = ["StatusPrinter", "add_parser", "check_args", "report", "run", "status_line", "summary_text"]

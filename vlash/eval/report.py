@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -32,6 +34,11 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 0) -> str:
     return "-" if value is None else f"{value * scale:.{digits}f}"
 
 
+def _success(cell: dict) -> str:
+    low, high = cell["ci95"]
+    return f"{_fmt(cell['success_rate'], 100)} [{low * 100:.0f}-{high * 100:.0f}]"
+
+
 def _completion(cell: dict) -> str:
     ci = cell.get("completion_ci95")
     return _fmt(cell["completion_s"], 1, 2) + ("" if ci is None else f" [{ci[0]:.2f}-{ci[1]:.2f}]")
@@ -47,47 +54,59 @@ def units(summary: dict) -> tuple[str, str]:
     return f"{length}²/s⁶", length
 
 
-def print_table(summary: dict, console: Console) -> None:
-    s = summary["settings"]
-    ex = s["executor"]
+@dataclass(frozen=True)
+class TableConfig:
+    """How `vlash eval` prints its table."""
+
+    wide: bool = False  # print every column (touch time, jerk, boundary jump); default: the ones that fit 100 columns
+
+
+TABLE_WIDTH = 100  # the default table fits a terminal this wide; --json keeps every number, --wide prints them all
+
+
+def _columns(summary: dict) -> list[tuple[str, Callable[[dict], str], bool]]:
+    """(header, cell, wide only) of every column, in order."""
     jerk_unit, jump_unit = units(summary)
+    return [
+        ("mode", lambda c: c["mode"], False),
+        ("d", lambda c: str(c["delay"]), False),
+        ("success % [CI]", _success, False),
+        ("completion s [CI]", _completion, False),
+        ("reaction ms mean/p95", lambda c: f"{_fmt(c['reaction_mean_s'], 1000)} / {_fmt(c['reaction_p95_s'], 1000)}",
+         False),
+        ("touch ms", lambda c: _fmt(c["touch_mean_s"], 1000), True),
+        (f"jerk {jerk_unit}", lambda c: _fmt(c["jerk"], 1, 0), True),
+        (f"boundary_jump {jump_unit}", lambda c: _fmt(c["boundary_jump"], 1, 3), True),
+        ("hold %", lambda c: _fmt(c["hold_fraction"], 100), False),
+        ("missed", lambda c: str(c["missed_steps"]), False),
+    ]  # fmt: skip
+
+
+def print_table(summary: dict, console: Console, config: TableConfig | None = None) -> None:
+    """The settings line, one row per (mode, delay) cell and the notes: the columns that fit TABLE_WIDTH, or every
+    column with `config.wide` (`vlash eval --wide`); `--json` has every number either way."""
+    s, wide = summary["settings"], (config or TableConfig()).wide
+    width = None if wide else min(console.width, TABLE_WIDTH)
+    ex = s["executor"]
     console.print(
         f"[bold]{s['task']}[/] policy={s['policy']} episodes={s['episodes']} s={ex['execution_horizon']} "
-        f"q={ex['action_stride']} state={ex['state_source']} seeds {s['seed']}-{s['seed'] + s['episodes'] - 1}"
+        f"q={ex['action_stride']} state={ex['state_source']} seeds {s['seed']}-{s['seed'] + s['episodes'] - 1}",
+        width=width,
     )
-    table = Table(
-        "mode",
-        "d",
-        "success %",
-        "95% CI",
-        "completion s [95% CI]",
-        "reaction ms (mean/p95)",
-        "touch ms",
-        f"jerk {jerk_unit}",
-        f"boundary_jump {jump_unit}",
-        "hold %",
-        "missed",
-    )
+    columns = [(header, cell) for header, cell, wide_only in _columns(summary) if wide or not wide_only]
+    table = Table(*(header for header, _ in columns))
     for c in summary["cells"]:
-        low, high = c["ci95"]
-        table.add_row(
-            c["mode"],
-            str(c["delay"]),
-            _fmt(c["success_rate"], 100),
-            f"{low * 100:.0f}-{high * 100:.0f}",
-            _completion(c),
-            f"{_fmt(c['reaction_mean_s'], 1000)} / {_fmt(c['reaction_p95_s'], 1000)}",
-            _fmt(c["touch_mean_s"], 1000),
-            _fmt(c["jerk"], 1, 0),
-            _fmt(c["boundary_jump"], 1, 3),
-            _fmt(c["hold_fraction"], 100),
-            str(c["missed_steps"]),
-        )
-    console.print(table)
-    console.print("jerk: mean squared jerk of the commanded positions; boundary_jump: the largest jump at a chunk "
-                  "switch, per episode, averaged (docs/METHODS.md, Metrics)")  # fmt: skip
+        table.add_row(*(cell(c) for _, cell in columns))
+    console.print(table, width=width)
+    if wide:
+        console.print("[CI]: 95% confidence interval; jerk: mean squared jerk of the commanded positions; "
+                      "boundary_jump: the largest jump at a chunk switch, per episode, averaged (docs/METHODS.md, "
+                      "Metrics)")  # fmt: skip
+    else:
+        console.print("[CI]: 95% confidence interval; touch time, jerk and boundary jump: --wide, or --json "
+                      "(docs/METHODS.md, Metrics)", width=width)  # fmt: skip
     for note in summary.get("notes", []):
-        console.print(note)
+        console.print(note, width=width)
 
 
 def success_bars(cells: list[dict]) -> tuple[list[float], list[list[float]]]:
