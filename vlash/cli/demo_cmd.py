@@ -19,6 +19,7 @@ from rich.live import Live
 from rich.text import Text
 
 from robot_io.executors import EXECUTION_MODES
+from robot_io.host_load import HostLoad
 from robot_io.protocol.errors import RobotIOError
 from robot_io.rerun_trace import RerunError, RerunRecording
 from robot_io.run_summary import ROWS_NOTE
@@ -114,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         recording = None if args.record is None else stack.enter_context(_recording(args.record))
         server = stack.enter_context(ServerProcess(server_args))
         endpoint = server.start()
+        host = HostLoad.now(server_threads(args.threads), "server torch threads")  # before the runs: others' load
         console.print(server.banner, soft_wrap=True)
         console.print(f"driving sim:{config.task} at {config.rate_hz:g} Hz, {config.duration_s:g} s per mode: "
                       f"{', '.join(modes)}")  # fmt: skip
@@ -130,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
     title = f"vlash demo: sim:{config.task} at {config.rate_hz:g} Hz{latency}"
     console.print(summary_table(results, title))
     console.print(ROWS_NOTE, soft_wrap=True)
+    for line in host.lines():  # the host's load beside the latencies, a warning when it inflated them
+        console.print(line, soft_wrap=True)
     if latency_ms:
         console.print(injection_note(results, latency_ms), soft_wrap=True)
     console.print(f"wrote {plot_demo(results, args.plot, title)}")
