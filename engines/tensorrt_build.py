@@ -18,6 +18,7 @@ from types import ModuleType
 
 from vlash.engines.artifact import POLICY_DIR, ArtifactManifest
 from vlash.engines.tensorrt_cache import EngineCache, cache_key, target_name
+from vlash.engines.tensorrt_targets import aot_targets
 from vlash.errors import ConfigError, EngineUnavailable
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,9 @@ def build_plans(
         "module": trt.__name__,
         "version": trt.__version__,
         "target": target_name(compute_capability),
+        "gpus": aot_targets(trt, compute_capability) if is_rtx(trt) else [target_name()],  # what the plans run on
+        "built_on": target_name(),  # this machine's GPU, or "no-gpu": whether it could load them
         "sources": {g: str(sources[g].relative_to(directory)) for g in GRAPHS},
         "cache_keys": keys,
     }
-    report(1.0, "engines built")
+    report(1.0, f"{trt.__name__} plans built for {', '.join(manifest.notes['tensorrt']['gpus'])}")

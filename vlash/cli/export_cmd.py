@@ -72,4 +72,9 @@ def run(args: argparse.Namespace) -> int:
         f"vlash export: {manifest.policy} -> {args.out} (engine={manifest.engine} precision={manifest.precision} "
         f"batch={manifest.batch} opset={manifest.opset}; {files})"
     )
+    if manifest.engine == "tensorrt":  # which GPUs the plans run on, and whether this machine is one of them
+        from vlash.engines.tensorrt_targets import describe_build  # extra: server (no TensorRT import)
+
+        for line in describe_build(manifest.notes.get("tensorrt", {})):
+            print(f"vlash export: {line}")
     return 0
