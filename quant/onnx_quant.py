@@ -18,8 +18,11 @@ everywhere give a worst action cosine of 0.9915, and 0.9993 with these three kep
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +40,9 @@ _DENOISE_QUANTIZABLE = re.compile(r"/mlp/(gate|up|down)_proj(_\d+)?/MatMul$")
 # The Gemma VLM's MLP down projections in the prefill graph ("/mlp/down_proj_2/MatMul"; SigLIP's are "fc2").
 _DYNAMIC_KEPT = {"prefill": re.compile(r"^/mlp/down_proj(_\d+)?/MatMul$")}
 DYNAMIC_WEIGHT_BITS = 7  # reduce_range: no int16 saturation in non-VNNI U8S8 kernels (see the module docstring)
+ONNXRUNTIME_FILES = f"{os.sep}onnxruntime{os.sep}"  # a log record's pathname inside the onnxruntime package
+
+log = logging.getLogger(__name__)
 
 
 def _onnx_quantization():
@@ -48,6 +54,28 @@ def _onnx_quantization():
             f"ONNX quantization needs onnx and onnxruntime (`pip install vlash[onnx]`): {exc}"
         ) from exc
     return onnx, quantization
+
+
+@contextmanager
+def root_advice_to_debug() -> Iterator[None]:
+    """onnxruntime.quantization gives advice through the root logger (`logging.warning("Please consider to run
+    pre-processing before quantization...")`), which reached `vlash quantize`'s output as "WARNING root:" lines: the
+    graphs are vlash's own exports, with their shapes, and need no such pre-processing. While a quantization call
+    runs, the root logger's records from onnxruntime below ERROR go to this module's logger at DEBUG instead
+    (`vlash -v` shows them); everything else passes."""
+
+    def demote(record: logging.LogRecord) -> bool:
+        if record.name != "root" or record.levelno >= logging.ERROR or ONNXRUNTIME_FILES not in record.pathname:
+            return True
+        log.debug("onnxruntime: %s", record.getMessage().strip())
+        return False
+
+    root = logging.getLogger()
+    root.addFilter(demote)
+    try:
+        yield
+    finally:
+        root.removeFilter(demote)
 
 
 def quantizable_matmuls(path: str | Path, graph: str) -> list[str]:
@@ -124,15 +152,16 @@ def quantize_dynamic(src: Path, dst: Path, graph: str) -> tuple[list[str], list[
     (the MatMul nodes quantized, those kept fp32)."""
     _, quantization = _onnx_quantization()
     nodes, kept = dynamic_plan(src, graph)
-    quantization.quantize_dynamic(
-        str(src),
-        str(dst),
-        weight_type=quantization.QuantType.QInt8,
-        per_channel=True,
-        reduce_range=True,
-        op_types_to_quantize=["MatMul"],
-        nodes_to_quantize=nodes,
-    )
+    with root_advice_to_debug():
+        quantization.quantize_dynamic(
+            str(src),
+            str(dst),
+            weight_type=quantization.QuantType.QInt8,
+            per_channel=True,
+            reduce_range=True,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_quantize=nodes,
+        )
     return nodes, kept
 
 
@@ -144,18 +173,20 @@ def quantize_static(
     _, quantization = _onnx_quantization()
     nodes = quantizable_matmuls(src, graph)
     qtype = quantization.QuantType.QFLOAT8E4M3FN if fp8 else quantization.QuantType.QInt8
-    quantization.quantize_static(
-        str(src),
-        str(dst),
-        _reader(feeds),
-        quant_format=quantization.QuantFormat.QDQ,
-        activation_type=qtype,
-        weight_type=qtype,
-        per_channel=not fp8,
-        op_types_to_quantize=["MatMul"],
-        nodes_to_quantize=nodes,
-        # float8 scales come from the value distribution (onnxruntime supports only that method for it)
-        calibrate_method=quantization.CalibrationMethod.Distribution if fp8 else quantization.CalibrationMethod.MinMax,
-        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
-    )
+    # float8 scales come from the value distribution (onnxruntime supports only that method for it)
+    method = quantization.CalibrationMethod.Distribution if fp8 else quantization.CalibrationMethod.MinMax
+    with root_advice_to_debug():
+        quantization.quantize_static(
+            str(src),
+            str(dst),
+            _reader(feeds),
+            quant_format=quantization.QuantFormat.QDQ,
+            activation_type=qtype,
+            weight_type=qtype,
+            per_channel=not fp8,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_quantize=nodes,
+            calibrate_method=method,
+            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
+        )
     return nodes
