@@ -65,4 +65,4 @@ def test_bench_rejects_missing_cuda(capsys):
     if torch.cuda.is_available():
         pytest.skip("CUDA present")
     assert main(["bench", "--policy", "pi05-tiny", "--device", "cuda", "--iters", "1"]) == 2
-    assert "no CUDA device" in capsys.readouterr().err
+    assert "--device cuda needs a CUDA GPU" in capsys.readouterr().err

@@ -96,9 +96,13 @@ def test_a_preset_is_served_with_random_weights(monkeypatch):
     }
 
 
-def test_cuda_graphs_are_chosen_on_a_gpu_and_refused_on_a_cpu():
+def test_cuda_graphs_are_chosen_on_a_gpu_and_refused_on_a_cpu(monkeypatch):
     """--cuda-graphs (chunk unless told step) and --compile reach the torch engine; a GPU profile's graphs are the
-    default; on a CPU the flag is refused in one line before anything loads."""
+    default; on a CPU the flag is refused in one line before anything loads. The plans below are a GPU machine's
+    (torch is told it sees one: nothing runs on it); vlash.devices.cuda_check refuses a GPU profile elsewhere."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     base = ["serve", "--policy", str(MICRO), "--random-weights"]
     with pytest.raises(ConfigError, match="--cuda-graphs needs a CUDA device"):
         serve_run.plan(parse_args([*base, "--device", "cpu", "--cuda-graphs"]))
@@ -178,3 +182,17 @@ def test_a_server_that_fails_while_serving_exits_1(monkeypatch, capsys):
     # serving installs its SIGINT / SIGTERM handlers; run in-process, it must give pytest's back, or the suite ignores
     # Ctrl-C and SIGTERM from then on (as it did)
     assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
+
+
+def test_pi05_without_its_weights_is_three_short_lines(capsys):
+    """`vlash serve --policy pi05 --device jetson` (offline: tests/conftest.py sets HF_HUB_OFFLINE; the hub cache is
+    empty) says what pi05 is, how to get its weights and what to run then, instead of one 430-character line."""
+    from vlash.cli.main import main
+
+    assert main(["serve", "--policy", "pi05", "--device", "jetson"]) == 2
+    lines = capsys.readouterr().err.rstrip("\n").split("\n")
+    assert len(lines) == 3 and all(len(line) <= 150 for line in lines), lines
+    what, get, then = lines
+    assert what.startswith("vlash serve: error: --policy pi05 names a model's shapes") and "lerobot/pi05_base" in what
+    assert "HF_HUB_OFFLINE is set" in get and "`hf download lerobot/pi05_base`" in get, get
+    assert then.strip().startswith("then run: vlash serve --policy pi05 --device jetson") and "--random-weights" in then

@@ -6,10 +6,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vlash.errors import CheckpointError, ConfigError
+from vlash.errors import ConfigError
 from vlash.policies.formats.layouts import missing_tokenizer
-from vlash.policies.names.hub import PALIGEMMA_TOKENIZER, TOKENIZER_FILES, hub_snapshot, looks_like_hub_id
+from vlash.policies.names.hub import (
+    PALIGEMMA_TOKENIZER,
+    TOKENIZER_FILES,
+    HubUnavailable,
+    cached_repo,
+    hub_repo_files,
+    hub_snapshot,
+    looks_like_hub_id,
+)
+from vlash.policies.names.local_paths import local_reason, missing_path_hint
 from vlash.policies.names.source import looks_like_path
+from vlash.policies.processing.tokenizer_files import SENTENCEPIECE_MODEL, TOKENIZER_JSON
 
 
 def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
@@ -56,20 +66,51 @@ def check_checkpoint_files(args: argparse.Namespace, directory: Path | None, lay
     """The files the flags name exist, and a LeRobot / openpi checkpoint (`directory` of `layout`; None: no such
     checkpoint) without a tokenizer of its own is given --tokenizer: found now, before torch is imported, not after
     its weights loaded."""
-    if args.tokenizer is not None and not args.tokenizer.exists():
-        if not looks_like_hub_id(str(args.tokenizer)):
-            raise ConfigError(f"--tokenizer {str(args.tokenizer)!r}: no such file or directory")
-        args.tokenizer = hub_snapshot(str(args.tokenizer), "--tokenizer", TOKENIZER_FILES)
+    resolve_tokenizer_flag(args)
     model_config = args.model_config
     if model_config is not None and looks_like_path(model_config) and not Path(model_config).expanduser().is_file():
-        raise ConfigError(f"--model-config {model_config!r}: no such file")
+        hint = missing_path_hint(model_config, dirs_only=False)
+        raise ConfigError(f"--model-config {model_config!r}: no such file{hint}")
     if directory is not None and layout is not None and args.tokenizer is None:
         reason = missing_tokenizer(directory, layout)
-        if reason is not None:  # pi0.5's own tokenizer from the Hugging Face cache, else the reason
-            try:
-                args.tokenizer = hub_snapshot(PALIGEMMA_TOKENIZER, "--tokenizer", TOKENIZER_FILES)
-            except CheckpointError as exc:
-                raise ConfigError(f"{reason} ({PALIGEMMA_TOKENIZER}: {str(exc).partition(': ')[2]})") from None
+        if reason is not None:  # pi0.5's own tokenizer from the Hugging Face cache, else why not
+            args.tokenizer = default_tokenizer(reason.partition(": pass --tokenizer")[0])
+
+
+def resolve_tokenizer_flag(args: argparse.Namespace) -> None:
+    """--tokenizer: a file or folder here, else a Hugging Face repo id (cached or downloaded) where no local folder
+    explains the value better (vlash.policies.names.local_paths); one-line errors."""
+    if args.tokenizer is None or args.tokenizer.exists():
+        return
+    value = str(args.tokenizer)
+    if looks_like_hub_id(value) and (local_reason(value) is None or cached_repo(value, TOKENIZER_FILES)):
+        args.tokenizer = hub_snapshot(value, "--tokenizer", TOKENIZER_FILES)
+        return
+    raise ConfigError(f"--tokenizer {value!r}: no such file or directory{missing_path_hint(value, dirs_only=False)}")
+
+
+def default_tokenizer(what: str) -> Path:
+    """pi0.5's tokenizer (PALIGEMMA_TOKENIZER) from the Hugging Face cache, else downloaded, for a checkpoint that
+    has none (`what`: "DIR has no tokenizer (...)"); ConfigError saying what to do in one line otherwise."""
+    try:
+        return hub_snapshot(PALIGEMMA_TOKENIZER, "--tokenizer", TOKENIZER_FILES, purpose="pi0.5's tokenizer")
+    except HubUnavailable as exc:
+        raise ConfigError(
+            f"{what}; pi0.5's tokenizer, the Hugging Face repo {PALIGEMMA_TOKENIZER}, {exc.why}: {exc.fix}, or pass "
+            "--tokenizer PATH to PaliGemma's tokenizer.json or tokenizer.model"
+        ) from None
+
+
+def check_tokenizer_first(args: argparse.Namespace, repo: str) -> None:
+    """Before the Hub checkpoint `repo` downloads: the --tokenizer given, or, when the repo holds no tokenizer file,
+    pi0.5's default one, so that a gated or unreachable tokenizer repo is said before the weights download, not
+    after."""
+    resolve_tokenizer_flag(args)
+    if args.tokenizer is not None:
+        return
+    files = hub_repo_files(repo)  # None: not listable (gated, absent, offline); the checkpoint's download says why
+    if files is not None and not any(Path(name).name in (TOKENIZER_JSON, SENTENCEPIECE_MODEL) for name in files):
+        args.tokenizer = default_tokenizer(f"the Hugging Face checkpoint {repo} has no tokenizer")
 
 
 def checkpoint_options(args: argparse.Namespace):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from vlash.errors import ConfigError
+from vlash.policies.names.hub import HubUnavailable
 from vlash.policies.names.source import PolicyKind, PolicySource, resolve_policy, with_base_weights
 
 KIND_HELP = {
@@ -67,15 +69,29 @@ def policy_source(
     """The resolved --policy of `args`, refused with a one-line ConfigError unless its kind is in `accepted`. In a
     command with --random-weights a preset needs that flag: its weights would otherwise be a silent surprise.
     `base_weights` (a command that serves weights): a preset with a Hub checkpoint (`pi05`) is that checkpoint where
-    it is cached or can be downloaded."""
+    it is cached or can be downloaded, and a ConfigError of three short lines where it is neither."""
     value = policy_value(args)
     has_flag = hasattr(args, "random_weights")
     random_weights = bool(getattr(args, "random_weights", False))
     source = resolve_policy(str(value), random_weights=random_weights, flag=policy_flag(args))
     if base_weights and source.kind is PolicyKind.PRESET and not source.random_weights:
-        source, why_not = with_base_weights(source)  # `--policy pi05`: pi0.5's base checkpoint where there is one
-        hint = "; ".join(h for h in (why_not, hint) if h)
+        source, missing = with_base_weights(source)  # `--policy pi05`: pi0.5's base checkpoint where there is one
+        if missing is not None:
+            raise ConfigError(base_weights_missing(args, command, source, missing))
     if has_flag and source.kind is PolicyKind.PRESET and not source.random_weights:
         accepted = {kind: use for kind, use in accepted.items() if kind is not PolicyKind.PRESET}
         hint = "; ".join(h for h in ("add --random-weights to use it with random weights", hint) if h)
     return source.require(command, accepted, hint)
+
+
+def base_weights_missing(args: argparse.Namespace, command: str, source: PolicySource, missing: HubUnavailable) -> str:
+    """Three short lines for a preset whose Hub checkpoint is neither cached nor downloadable (`vlash serve --policy
+    pi05`): what the name is, how to get its weights, and the command to run then."""
+    device = getattr(args, "device", "auto")
+    again = f"vlash {command} {source.flag} {source.value}{f' --device {device}' if device != 'auto' else ''}"
+    return (
+        f"{source.flag} {source.value} names a model's shapes (a preset); its weights are {missing.repo_id} on the "
+        "Hugging Face Hub\n"
+        f"  it {missing.why}: {missing.fix}\n"
+        f"  then run: {again}   (or add --random-weights to try the wiring without weights)"
+    )

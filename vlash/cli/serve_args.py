@@ -8,16 +8,17 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from vlash.cli.checkpoint_args import add_checkpoint_options, check_checkpoint_files
+from vlash.cli.checkpoint_args import add_checkpoint_options, check_checkpoint_files, check_tokenizer_first
 from vlash.cli.config_flags import ConfigFlags, StoreGiven, add_renamed_flags, given_dests
 from vlash.cli.cpu_threads import RULE
 from vlash.cli.engine_args import add_torch_engine_arguments
-from vlash.cli.policy_args import add_policy_arguments, policy_source
+from vlash.cli.policy_args import add_policy_arguments, policy_source, policy_value
 from vlash.cli.preflight import check_tcp_port, check_zmq_bind, positive_int
+from vlash.devices.cuda_check import check_cuda, wants_cuda
 from vlash.engines import available_engines
 from vlash.errors import ConfigError
 from vlash.fleet.config import FleetConfig
-from vlash.policies.names.source import PolicyKind, PolicySource
+from vlash.policies.names.source import PolicyKind, PolicySource, hub_download_of
 from vlash.policies.pi05.dtypes import DTYPE_NAMES
 from vlash.server.config import OpenpiConfig, ServerConfig, check_unauthenticated, is_loopback_host
 
@@ -28,7 +29,7 @@ SERVER_FLAGS = ConfigFlags(
 )
 OPENPI_FLAGS = ConfigFlags(
     OpenpiConfig,
-    "port host profile map_file",
+    "port host profile map_file max_connections",
     prefix="openpi_",
     notes={"port": "(given: openpi clients are served; with --ray always, on the ingress's port, default: {default})"},
 )
@@ -102,6 +103,7 @@ ACCEPTED = {
 
 # the ZeroMQ server's flags (dests), which a fleet refuses rather than ignores, and the fleet's own
 ZMQ_ONLY = ("bind", "curve_keys", "allow_dir", "inject_latency_ms", "threads", "stats_every", "max_pending")
+ZMQ_ONLY += ("openpi_max_connections",)  # the endpoint of `vlash serve` (threads per connection); not the ingress
 FLEET_ONLY = ("num_replicas", "num_gpus", "ray_address")
 # the settings a fleet takes from the server's and the openpi endpoint's flags (FleetConfig fields)
 FLEET_SHARED = ("steps", "schedule", "max_batch", "batch_wait_ms")
@@ -125,10 +127,18 @@ class CheckedArgs:
 
 def check_args(args: argparse.Namespace) -> CheckedArgs:
     """The policy, the files, endpoints and ports named, and the flags that go together: one-line errors, with no
-    torch imported yet."""
+    torch imported yet (but for a GPU --device: `check_device`). A Hub checkpoint that is to be downloaded has the
+    device and its tokenizer checked first."""
+    value = str(policy_value(args))
+    download = hub_download_of(value, args.random_weights, base_weights=True)
+    if download is not None:  # before gigabytes of weights download: the device, and the tokenizer they need
+        check_device(args)
+        check_tokenizer_first(args, download)
     source = policy_source(args, "serve", ACCEPTED, base_weights=True)
     directory = source.kind is PolicyKind.DIRECTORY
     check_checkpoint_files(args, source.path if directory else None, source.layout if directory else None)
+    if download is None:
+        check_device(args)
     random_dims = {k: v for k, v in {"action_dims": args.action_dims, "state_dims": args.state_dims}.items() if v}
     if random_dims and (args.ray or source.kind is not PolicyKind.PRESET):
         raise ConfigError("--action-dims and --state-dims shape one server's --random-weights policy: not a "
@@ -147,6 +157,14 @@ def check_args(args: argparse.Namespace) -> CheckedArgs:
     openpi.check_access(config)  # no authentication: a reachable host, or CurveZMQ keys, needs --insecure
     check_tcp_port(openpi.host, openpi.port, "--openpi-port")
     return CheckedArgs(source, config, openpi, random_dims)
+
+
+def check_device(args: argparse.Namespace) -> None:
+    """A GPU --device (cuda, a GPU profile, jetson) needs a torch that sees a GPU: one line naming the torch build
+    found and the one needed (vlash.devices.cuda_check; imports torch, so path errors come first). A fleet's
+    replicas decide their device on their own nodes."""
+    if not args.ray and wants_cuda(args.device):
+        check_cuda(args.device)
 
 
 def _check_fleet_flags(args: argparse.Namespace) -> None:

@@ -72,11 +72,9 @@ def policy_plan(args: argparse.Namespace, source: PolicySource) -> tuple[str, Ch
                 f"{', '.join(unused)}"
             )
     profile = load_profile(args.device) if is_profile_name(args.device) else None
-    if profile is not None:
-        device = torch.device(profile.device)
-    elif args.ray:  # the replicas' device, decided on them (this node may have no GPU); FleetConfig checks it
-        device = torch.device("cpu" if args.device == "cpu" else "cuda")
-    else:
+    if args.ray:  # the replicas' device, decided on them (this node may have no GPU); FleetConfig checks it
+        device = torch.device(profile.device if profile else "cpu" if args.device == "cpu" else "cuda")
+    else:  # a GPU on a torch that sees none: one line naming the build (vlash.devices.cuda_check)
         device = resolve_device(args.device)
     return engine, options, torch_engine_options(args, engine, device, profile)
 
@@ -113,6 +111,15 @@ def load(served: ServePlan, args: argparse.Namespace) -> LoadedRuntime:
     )
 
 
+def served_name(source: PolicySource, loaded_name: str) -> str:
+    """How the banner and the clients' metadata name the policy: a Hub checkpoint by its repo id and a directory
+    by its path as the user wrote it (not the snapshot's commit hash, nor LeRobot's "pretrained_model"); a shipped
+    policy, an artifact or random weights by the name the load gave them (`loaded_name`)."""
+    if source.hub_id is not None:
+        return source.hub_id
+    return source.value if source.kind is PolicyKind.DIRECTORY else loaded_name
+
+
 def serve(args: argparse.Namespace, checked: CheckedArgs | None = None) -> int:
     """Load the policy and serve it over ZeroMQ (and the openpi endpoint) until SIGINT / SIGTERM."""
     served = plan(args, checked)
@@ -121,7 +128,8 @@ def serve(args: argparse.Namespace, checked: CheckedArgs | None = None) -> int:
     config, openpi_config = served.config, served.openpi
     runtime = loaded.runtime
     stop = threading.Event()  # SIGINT / SIGTERM, or a serving thread that died (the server then stops itself)
-    metadata = policy_metadata(runtime, loaded.model_id, served.engine, loaded.precision)
+    name = served_name(served.source, loaded.model_id)
+    metadata = policy_metadata(runtime, name, served.engine, loaded.precision)
     server = PolicyServer(runtime, metadata, config, on_failure=lambda exc: stop.set())
     with handle_stop_signals(lambda signum: stop.set()):  # the handlers before it come back when serving ends
         endpoint = server.start()
@@ -131,7 +139,7 @@ def serve(args: argparse.Namespace, checked: CheckedArgs | None = None) -> int:
                 openpi = OpenpiEndpoint(server, openpi_config)
                 print(f"vlash serve: openpi clients on {openpi.start()} (observations: {openpi.map_name})", flush=True)
             print(  # the last startup line: everything is listening once it is out
-                f"vlash serve: {loaded.model_id} ({loaded.params / 1e6:.1f}M params, {loaded.precision}) "
+                f"vlash serve: {name} ({loaded.params / 1e6:.1f}M params, {loaded.precision}) "
                 f"engine={served.engine} device={runtime.engine.device} threads={torch.get_num_threads()}"
                 f"{'' if args.threads else ' (all cores but one)'} "
                 f"steps={runtime.num_steps} schedule={runtime.schedule} load {loaded.load_s:.1f} s "

@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import torch
 
-from vlash.devices.profile import is_profile_name, load_profile
+from vlash.devices.cuda_check import check_cuda
+from vlash.devices.profile import available_profiles, is_profile_name, load_profile
 from vlash.errors import ConfigError
 
 
 def resolve_device(name: str) -> torch.device:
     """A profile name (configs/devices/) or "jetson" -> its torch device; "auto" -> cuda when visible, else
-    cpu; anything else is parsed by torch (a cuda device must be visible)."""
+    cpu; anything else is parsed by torch. A cuda device needs a torch that sees a GPU (`check_cuda`: one line
+    naming the torch build found and the one needed)."""
     if is_profile_name(name):
-        return torch.device(load_profile(name).device)
-    if name == "auto":
+        device = torch.device(load_profile(name).device)
+    elif name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r}: no CUDA device visible to torch")
+    else:
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            profiles = ", ".join(available_profiles())
+            raise ConfigError(
+                f"--device {name!r}: not cpu, cuda, cuda:N, auto, jetson or a device profile ({profiles})"
+            ) from None
+    if device.type == "cuda":
+        check_cuda(name)
     return device

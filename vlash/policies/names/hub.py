@@ -5,7 +5,7 @@ The local cache comes first (no network); a repo that is not there is downloaded
 huggingface_hub's progress bars; `HF_HUB_OFFLINE=1` keeps everything local. Read at call time: HF_HUB_OFFLINE,
 HF_HUB_CACHE (else HF_HOME/hub, else huggingface_hub's default), HF_TOKEN for gated repos.
 
-    folder = hub_snapshot("lerobot/pi05_base", "--checkpoint")    # CheckpointError in one line when it cannot
+    folder = hub_snapshot("lerobot/pi05_base", "--checkpoint")    # HubUnavailable in one line when it cannot
 """
 
 from __future__ import annotations
@@ -56,38 +56,70 @@ def cached_snapshot(repo_id: str, allow_patterns: list[str] | None = None) -> Pa
     return Path(folder)
 
 
-def hub_snapshot(repo_id: str, flag: str, allow_patterns: list[str] | None = None) -> Path:
-    """`repo_id`'s folder: from the cache, else downloaded (online). CheckpointError naming `flag` and what to do
-    when it is neither cached nor downloadable."""
+def cached_repo(repo_id: str, allow_patterns: list[str] | None = None) -> Path | None:
+    """`cached_snapshot`, or None where huggingface_hub is not installed (nothing can be cached then)."""
+    try:
+        return cached_snapshot(repo_id, allow_patterns)
+    except ImportError:
+        return None
+
+
+class HubUnavailable(CheckpointError):
+    """A Hub repo that is neither cached nor downloadable: `why` ("is gated") and `fix` (what to do) are clauses
+    that callers which name the repo their own way compose into their message."""
+
+    def __init__(self, flag: str, repo_id: str, why: str, fix: str) -> None:
+        self.repo_id, self.why, self.fix = repo_id, why, fix
+        super().__init__(
+            f"{flag} {repo_id!r}: no such local path, and the Hugging Face repo {repo_id} {why}: {fix}, or give a "
+            "local folder"
+        )
+
+
+def hub_snapshot(repo_id: str, flag: str, allow_patterns: list[str] | None = None, purpose: str = "") -> Path:
+    """`repo_id`'s folder: from the cache, else downloaded (online; `purpose` says what it is for in the line that
+    announces the download). HubUnavailable naming `flag` and what to do when it is neither cached nor
+    downloadable."""
     folder = cached_snapshot(repo_id, allow_patterns)
     if folder is not None:
         return folder
-    where = hub_cache_dir() or "huggingface_hub's cache"
     if hub_offline():
-        raise CheckpointError(
-            f"{flag} {repo_id!r}: no such local path, and the Hugging Face repo {repo_id} is not in {where} "
-            "(HF_HUB_OFFLINE is set: download it on a machine that is online, or give a local folder)"
-        )
-    return _download(repo_id, flag, allow_patterns)
+        where = hub_cache_dir() or "huggingface_hub's cache"
+        fix = f"download it where there is a network (`hf download {repo_id}`)"
+        raise HubUnavailable(flag, repo_id, f"is not in {where}, and HF_HUB_OFFLINE is set", fix)
+    return _download(repo_id, flag, allow_patterns, purpose)
 
 
-def _download(repo_id: str, flag: str, allow_patterns: list[str] | None) -> Path:
+def hub_repo_files(repo_id: str) -> list[str] | None:
+    """The file names of a Hub repo (one listing request, nothing downloaded); None when it cannot be listed
+    (offline, gated, absent, unreachable): the download that follows says why."""
+    if hub_offline():
+        return None
+    from huggingface_hub import HfApi  # extra: server
+    from huggingface_hub.errors import HfHubHTTPError  # extra: server
+
+    try:
+        return list(HfApi().list_repo_files(repo_id))
+    except (HfHubHTTPError, OSError, ValueError):
+        return None
+
+
+def _download(repo_id: str, flag: str, allow_patterns: list[str] | None, purpose: str) -> Path:
     from huggingface_hub import snapshot_download  # extra: server
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError  # extra: server
 
-    print(f"vlash: downloading {repo_id} from the Hugging Face Hub (cached for next time)", file=sys.stderr)
+    what = f"{repo_id} ({purpose})" if purpose else repo_id
+    print(f"vlash: downloading {what} from the Hugging Face Hub (cached for next time)", file=sys.stderr)
     try:
         return Path(snapshot_download(repo_id, cache_dir=hub_cache_dir(), allow_patterns=allow_patterns))
     except GatedRepoError:
-        raise CheckpointError(
-            f"{flag} {repo_id!r} is a gated Hugging Face repo: accept its license on huggingface.co and log in "
-            "(`hf auth login`, or HF_TOKEN)"
-        ) from None
+        fix = "accept its license on huggingface.co and log in (`hf auth login`, or HF_TOKEN)"
+        raise HubUnavailable(flag, repo_id, "is gated", fix) from None
     except RepositoryNotFoundError:
-        raise CheckpointError(
-            f"{flag} {repo_id!r}: no such local path, and no Hugging Face repo of that name (or it is private: log "
-            "in with HF_TOKEN)"
+        raise HubUnavailable(
+            flag, repo_id, "does not exist", "check the name, or log in (HF_TOKEN) if it is private"
         ) from None
     except (HfHubHTTPError, OSError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"{flag} {repo_id!r}: cannot download it from the Hugging Face Hub: {first}") from None
+        first = str(exc).strip().splitlines()[0].removeprefix("Got: ") if str(exc).strip() else type(exc).__name__
+        fix = "retry where the Hub is reachable"
+        raise HubUnavailable(flag, repo_id, f"cannot be downloaded ({first})", fix) from None

@@ -10,7 +10,9 @@
     pi05-tiny                   a preset: configs/policies/<name>.yaml (shapes only, no weights)
 
 A value that looks like a path (it has a slash, or starts with . or ~) is a path and nothing else, so a typo in
-a directory name is "no such directory", not "no preset" (or, for `owner/name`, not in the Hugging Face cache either).
+a directory name is "no such directory" (with the closest existing folder), not "no preset". `owner/name` is a
+repo id only where no local folder explains it better (its parent folder exists here, or its first part is a near
+miss of one: vlash.policies.names.local_paths), so `checkpoints/pi05-tiny-simm` is not looked up on the Hub.
 Each command then takes the kinds it can use (`PolicySource.require`) and refuses the others by name; a command
 that needs weights turns a preset with a Hub checkpoint (`pi05`) into that checkpoint where it is cached or can be
 downloaded (`with_base_weights`). Resolving reads file names only; no weights load.
@@ -25,7 +27,15 @@ from pathlib import Path
 import yaml
 
 from vlash.errors import CheckpointError, ConfigError
-from vlash.policies.names.hub import BASE_CHECKPOINTS, hub_snapshot, looks_like_hub_id
+from vlash.policies.names.hub import (
+    BASE_CHECKPOINTS,
+    HubUnavailable,
+    cached_repo,
+    hub_offline,
+    hub_snapshot,
+    looks_like_hub_id,
+)
+from vlash.policies.names.local_paths import local_reason, missing_path_hint
 from vlash.policies.names.shipped import available_shipped, shipped_policy_dir
 from vlash.policies.pi05.config import Pi05Config, available_presets, config_from_dict, load_preset
 
@@ -147,9 +157,9 @@ def _resolve(value: str, flag: str) -> PolicySource:
             return PolicySource(PolicyKind.PRESET, value, path)
         raise CheckpointError(f"{flag} {value!r} is a file, neither a policy directory nor a YAML model config")
     if looks_like_hub_id(value):
-        return _directory(value, hub_snapshot(value, flag), value)
+        return _hub_directory(value, flag)
     if looks_like_path(value):
-        raise CheckpointError(f"{flag} {value!r}: no such directory or file")
+        raise CheckpointError(f"{flag} {value!r}: no such directory or file{missing_path_hint(value)}")
     if value in available_shipped():
         return PolicySource(PolicyKind.SHIPPED, value, shipped_policy_dir(value), "vlash")
     if value in available_presets():
@@ -160,20 +170,57 @@ def _resolve(value: str, flag: str) -> PolicySource:
     )
 
 
+def _hub_directory(value: str, flag: str) -> PolicySource:
+    """`owner/name` with no such local path: the Hub repo (cached, else downloaded), unless a local folder explains
+    the value better (vlash.policies.names.local_paths), which makes it a missing path unless the repo is cached."""
+    why_local = local_reason(value)
+    if why_local is None:
+        return _directory(value, hub_snapshot(value, flag), value)
+    cached = cached_repo(value)
+    if cached is not None:
+        return _directory(value, cached, value)
+    raise CheckpointError(
+        f"{flag} {value!r}: no such directory or file (a path, not a Hugging Face repo id: {why_local})"
+        f"{missing_path_hint(value)}"
+    )
+
+
 def _directory(value: str, path: Path, hub_id: str | None = None) -> PolicySource:
     from vlash.policies.formats.layouts import detect_layout  # extra: server
 
     return PolicySource(PolicyKind.DIRECTORY, value, path, detect_layout(path), hub_id=hub_id)
 
 
-def with_base_weights(source: PolicySource) -> tuple[PolicySource, str]:
+def with_base_weights(source: PolicySource) -> tuple[PolicySource, HubUnavailable | None]:
     """For a command that needs weights: a preset with a Hub checkpoint (BASE_CHECKPOINTS) as that checkpoint's
-    directory, when it is cached or can be downloaded; otherwise the source as it was and why not (or "")."""
-    repo = BASE_CHECKPOINTS.get(source.value) if source.kind is PolicyKind.PRESET and source.path is None else None
-    if repo is None or source.random_weights:
-        return source, ""
+    directory, when it is cached or can be downloaded; otherwise the source as it was and why not (None: the preset
+    has no checkpoint, or it was found)."""
+    repo = base_checkpoint(source)
+    if repo is None:
+        return source, None
     try:
         folder = hub_snapshot(repo, source.flag)
-    except CheckpointError as exc:
-        return source, f"its weights are the Hugging Face checkpoint {repo}: {str(exc).partition(': ')[2]}"
-    return replace(_directory(repo, folder, repo), flag=source.flag), ""
+    except HubUnavailable as exc:
+        return source, exc
+    return replace(_directory(repo, folder, repo), flag=source.flag), None
+
+
+def base_checkpoint(source: PolicySource) -> str | None:
+    """The Hub checkpoint of a preset that has one (`pi05`: lerobot/pi05_base), unless its weights are random."""
+    if source.kind is not PolicyKind.PRESET or source.path is not None or source.random_weights:
+        return None
+    return BASE_CHECKPOINTS.get(source.value)
+
+
+def hub_download_of(value: str, random_weights: bool = False, base_weights: bool = False) -> str | None:
+    """The Hub repo that resolving `value` would download (a repo id no local path explains; with `base_weights`, a
+    preset's checkpoint), or None: found locally or in the cache, nothing on the Hub, or offline. No network."""
+    if random_weights or hub_offline() or Path(value).expanduser().exists():
+        return None
+    if looks_like_hub_id(value) and local_reason(value) is None:
+        repo = value
+    elif base_weights and value in BASE_CHECKPOINTS and value not in available_shipped():
+        repo = BASE_CHECKPOINTS[value]
+    else:
+        return None
+    return None if cached_repo(repo) is not None else repo

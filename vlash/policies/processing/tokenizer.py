@@ -85,7 +85,7 @@ class PromptTokenizer:
                     return _load_tokenizers_json(cls, file, bos_token, bos_id)
                 return _load_sentencepiece(cls, file, bos_token, bos_id)
         looked = ", ".join(str(c) for c in candidates)
-        raise TokenizerError(f"no tokenizer file found; looked for: {looked} (vlash never downloads one)")
+        raise TokenizerError(f"no tokenizer file found; looked for: {looked} (PaliGemma's tokenizer.json or .model)")
 
     @property
     def bos_id(self) -> int:
