@@ -24,7 +24,6 @@ from robot_io.protocol.messages import (
     Hello,
     Infer,
     Message,
-    MessageError,
     MessageType,
     Metadata,
     Ping,
@@ -33,12 +32,16 @@ from robot_io.protocol.messages import (
     bad_message,
     bad_value,
 )
-from robot_io.protocol.refusals import MAX_HEADER_DEPTH, check_body, header_refusal, version_refusal
-from robot_io.protocol.wire import BODY_KEYS, HEADER_ENCODER, IMAGE_PREFIX, header_types, unique_cameras
+from robot_io.protocol.msgpack_items import map_count
+from robot_io.protocol.refusals import MAX_HEADER_DEPTH, header_refusal, version_refusal
+from robot_io.protocol.wire import BODY_KEYS, HEADER_ENCODER, HEADER_KEYS, IMAGE_PREFIX, header_types, unique_cameras
 
 __all__ = ["MAX_HEADER_DEPTH", "check", "decode", "encode"]
 
 DEFAULT_LIMITS = Limits()
+FIXMAP_OF_HEADER = 0x80 | len(HEADER_KEYS)  # a header map's first byte (any encoder packs 4 entries as a fixmap)
+BODY_ENTRIES = {mtype: len(keys) for mtype, keys in BODY_KEYS.items()}
+BODY_FIRST_BYTE = {mtype: 0x80 | entries for mtype, entries in BODY_ENTRIES.items()}  # fixmaps: <= 15 fields each
 SIMPLE_MESSAGES = {  # the message types without arrays: built straight from their decoded body
     MessageType.HELLO: Hello,
     MessageType.ERROR: Error,
@@ -71,12 +74,8 @@ def check(message: Message, limits: Limits = DEFAULT_LIMITS) -> Message:
     takes the receiver's path (packed, then decoded into its structs: a few microseconds); the arrays are checked
     where they are, not copied."""
     mtype, body, named = _parts(message)
-    try:
-        _, header = _decode_header([memoryview(_pack_header(mtype, body, []))], limits)
-    except MessageError:  # refused: by the first field a receiver refuses, in the protocol's order
-        check_body(mtype, _plain_body(body), limits)
-        raise
-    return _build(mtype, header.body, checked_arrays(mtype, named, limits), limits)
+    _, _, decoded = _decode_header([memoryview(_pack_header(mtype, body, []))], limits)
+    return _build(mtype, decoded, checked_arrays(mtype, named, limits), limits)
 
 
 def decode(frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> Message:
@@ -86,11 +85,11 @@ def decode(frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> Message:
     read-only when the frame is (bytes, zmq.Frame), so copy an array before writing to it.
     """
     views = _views(frames, limits)
-    mtype, header = _decode_header(views, limits)
+    mtype, header, body = _decode_header(views, limits)
     if len(header.arrays) != len(views) - 1:
         raise bad_message(f"arrays: expected a list of {len(views) - 1} descriptors (one per array frame)")
     arrays = received_arrays(mtype, header.arrays, views[1:], limits)
-    return _build(mtype, header.body, arrays, limits)
+    return _build(mtype, body, arrays, limits)
 
 
 def _parts(message: Message) -> tuple[MessageType, dict, list[tuple[str, np.ndarray]]]:
@@ -112,24 +111,28 @@ def _pack_header(mtype: MessageType, body: dict, descriptors: list[dict]) -> byt
         raise bad_value(f"{mtype.value}: cannot pack header: {exc}") from None
 
 
-def _plain_body(body: dict) -> dict:
-    """The body as the receiver's msgpack would see it (numpy scalars as Python ones)."""
-    return {key: value.item() if isinstance(value, np.generic) else value for key, value in body.items()}
-
-
-def _decode_header(views: Sequence[memoryview], limits: Limits) -> tuple[MessageType, Any]:
-    """The header (the first of `views`) decoded into its message type's structs; else its refusal (refusals.py)."""
-    types = header_types(limits)
+def _decode_header(views: Sequence[memoryview], limits: Limits) -> tuple[MessageType, Any, Any]:
+    """The header (the first of `views`) decoded into its message type's structs, and its body; else its refusal
+    (refusals.py), which names the first fault in the protocol's order, whichever one the decode met."""
+    types, view = header_types(limits), views[0]
     try:
-        header = types.decoder.decode(views[0])
+        header = types.decoder.decode(view)
+        if header.v != PROTOCOL_VERSION:
+            raise version_refusal(header.v)
+        mtype = types.message_types[type(header)]
+        body = types.body_decoders[mtype].decode(header.body)
     except (msgspec.DecodeError, ValueError, RecursionError):  # ValidationError is a DecodeError; UnicodeDecodeError
-        raise header_refusal(views[0], views, limits) from None
-    if header.v != PROTOCOL_VERSION:
-        raise version_refusal(header.v)
-    mtype = types.message_types[type(header)]
+        raise header_refusal(view, views, limits) from None
+    # Every key of these structs is required and none other is allowed, so a map of more entries holds a key twice
+    # (which msgspec would read as the last one): refused, as the refusal path refuses it. The first byte says it
+    # (a fixmap's count), unless a sender packed a short map as a map16.
+    if (view[0] != FIXMAP_OF_HEADER and map_count(view) != len(HEADER_KEYS)) or (
+        memoryview(header.body)[0] != BODY_FIRST_BYTE[mtype] and map_count(header.body) != BODY_ENTRIES[mtype]
+    ):
+        raise header_refusal(view, views, limits)
     if mtype is MessageType.METADATA:
-        unique_cameras([camera.name for camera in header.body.cameras])
-    return mtype, header
+        unique_cameras([camera.name for camera in body.cameras])
+    return mtype, header, body
 
 
 def _views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:

@@ -2,8 +2,10 @@
 
 Every bound is in the types, the receiver's `Limits` included (one set of types per Limits, built on first use:
 `header_types`). msgspec decodes a header straight into them, in C, and stops at the first element that does not fit:
-a field of the wrong msgpack type, a key missing or extra, a value or a length out of bounds, an ext type anywhere,
-nesting deeper than the type. What no type can say is checked right after (camera names unique: `unique_cameras`).
+a field of the wrong msgpack type, a key missing or extra, a value or a length out of bounds (a length before the
+items), an ext type anywhere, nesting deeper than the type. The body is decoded second, from the msgspec.Raw the
+header decode leaves it, so that its map's entry count can be read too. What no type can say is checked right after
+(codec.py): no duplicate key in the header or body map, camera names unique (`unique_cameras`).
 Why a header that does not decode is refused, and with which ErrorCode, is refusals.py's. docs/PROTOCOL.md describes
 every field.
 """
@@ -123,7 +125,8 @@ class HeaderTypes:
 
     bodies: dict[MessageType, type[Struct]]
     message_types: dict[type[Struct], MessageType]  # header struct -> its message type
-    decoder: msgspec.msgpack.Decoder
+    decoder: msgspec.msgpack.Decoder  # the header, its body left a msgspec.Raw
+    body_decoders: dict[MessageType, msgspec.msgpack.Decoder]  # a body of each message type
 
 
 def per_limits(build: Callable[[Limits], T]) -> Callable[[Limits], T]:
@@ -154,13 +157,14 @@ def per_limits(build: Callable[[Limits], T]) -> Callable[[Limits], T]:
 def header_types(limits: Limits) -> HeaderTypes:
     """The header types whose bounds are `limits` (built on first use: ~1 ms)."""
     bodies, headers = {}, {}
+    descriptors = Annotated[list[ArrayDescriptor], Meta(max_length=limits.max_frames - 1)]  # one per array frame
     for mtype, fields in body_fields(limits).items():
         bodies[mtype] = msgspec.defstruct(f"{mtype.value.title()}Body", fields, **STRICT)
-        header = [("v", int), ("body", bodies[mtype]), ("arrays", list[ArrayDescriptor])]
+        header = [("v", int), ("body", msgspec.Raw), ("arrays", descriptors)]
         name = f"{mtype.value.title()}Header"
         headers[msgspec.defstruct(name, header, tag_field="type", tag=mtype.value, **STRICT)] = mtype
     decoder = msgspec.msgpack.Decoder(Union[tuple(headers)])  # noqa: UP007 - a union of types built at runtime
-    return HeaderTypes(bodies, headers, decoder)
+    return HeaderTypes(bodies, headers, decoder, {m: msgspec.msgpack.Decoder(b) for m, b in bodies.items()})
 
 
 def unique_cameras(names: list[str]) -> None:

@@ -35,18 +35,37 @@ def header(type_bytes: bytes = b"\xa4PING", body: bytes = b"\x82\xa7sent_ns\x01\
     return b"\x84\xa1v" + bytes([PROTOCOL_VERSION]) + b"\xa4type" + type_bytes + b"\xa4body" + body + b"\xa6arrays\x90"
 
 
-@pytest.mark.parametrize("depth", [MAX_HEADER_DEPTH, 100, 1000, 1020])
-@pytest.mark.parametrize("where", ["type", "body value", "descriptor dtype"])
-def test_deep_nesting_anywhere_in_the_header_is_a_bad_message(where, depth):
+def nested_in(where: str, depth: int) -> list[bytes]:
+    """A PING header with a list nested `depth` deep as its type, a body value or a descriptor's dtype."""
     if where == "type":
-        frames = [header(type_bytes=nested(depth))]
-    elif where == "body value":
-        frames = [header(body=b"\x82\xa7sent_ns" + nested(depth) + b"\xa9server_ns\xc0")]
-    else:
-        frames = [header_with_dtype(nested(depth)), np.zeros(2, np.float32).tobytes()]
+        return [header(type_bytes=nested(depth))]
+    if where == "body value":
+        return [header(body=b"\x82\xa7sent_ns" + nested(depth) + b"\xa9server_ns\xc0")]
+    return [header_with_dtype(nested(depth)), np.zeros(2, np.float32).tobytes()]
+
+
+@pytest.mark.parametrize("depth", [MAX_HEADER_DEPTH, 100])
+@pytest.mark.parametrize(
+    ("where", "code", "text"),
+    [
+        ("type", ErrorCode.BAD_MESSAGE, "header: unknown message type list"),
+        ("body value", ErrorCode.BAD_MESSAGE, "PING.body.sent_ns: expected int, got list"),
+        ("descriptor dtype", ErrorCode.BAD_MESSAGE, "state: dtype list is not one of"),
+    ],
+)
+def test_nesting_deeper_than_a_valid_header_is_refused_by_the_field_it_is_in(where, depth, code, text):
+    """Read no deeper than the field's type: a list where a str or an int goes, whatever it holds."""
+    with pytest.raises(MessageError) as refused:
+        decode(nested_in(where, depth))
+    assert refused.value.code == code and text in refused.value.detail
+
+
+@pytest.mark.parametrize("depth", [1000, 1020, 60_000])
+@pytest.mark.parametrize("where", ["type", "body value", "descriptor dtype"])
+def test_nesting_deeper_than_the_decoder_reads_is_a_bad_message(where, depth):
     with pytest.raises(MessageError) as refused:  # not RecursionError, whatever the depth
-        decode(frames)
-    assert refused.value.code == ErrorCode.BAD_MESSAGE and "nested deeper" in refused.value.detail
+        decode(nested_in(where, depth))
+    assert refused.value.code == ErrorCode.BAD_MESSAGE and "nested deeper than the decoder reads" in str(refused.value)
 
 
 def test_a_wrongly_typed_type_or_dtype_is_named_by_its_type_only():

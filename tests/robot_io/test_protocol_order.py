@@ -95,5 +95,17 @@ def test_the_version_is_checked_before_anything_else_in_the_header():
     header |= {"v": 3, "extra": 1}
     header["body"]["seed"] = "x"
     assert refusal([msgpack.packb(header), *frames[1:]]).code is ErrorCode.BAD_VERSION
-    header["body"]["nested"] = {1: "an int key"}  # a key msgpack's strict_map_key refuses: before the version
-    assert refusal([msgpack.packb(header), *frames[1:]]).code is ErrorCode.BAD_MESSAGE
+    header["body"]["nested"] = {1: "an int key"}  # inside the body: the body's fault, read after the version
+    assert refusal([msgpack.packb(header), *frames[1:]]).code is ErrorCode.BAD_VERSION
+    header[1] = "an int key"  # in the header map itself: it is not a map of str keys, before the version
+    refused = refusal([msgpack.packb(header), *frames[1:]])
+    assert refused.code is ErrorCode.BAD_MESSAGE and "header: a map key that is not a str" in str(refused)
+    header[0] = 2  # a header of more entries than any is listed by none: stepped over for its version alone
+    header.update({f"k{i}": i for i in range(100)})
+    refused = refusal([msgpack.packb(header), *frames[1:]])
+    assert refused.code is ErrorCode.BAD_MESSAGE and "header: a map key that is not a str" in str(refused)
+    del header[0], header[1]
+    assert refusal([msgpack.packb(header), *frames[1:]]).code is ErrorCode.BAD_VERSION
+    header["v"] = 2
+    refused = refusal([msgpack.packb(header), *frames[1:]])
+    assert refused.code is ErrorCode.BAD_MESSAGE and "got a map of 105 entries" in str(refused)
