@@ -87,12 +87,22 @@ def test_packing_refuses_complex_object_and_void(array):
         ((b"\0" * 8, "<f4", [True, 2]), "shape"),
         ((b"\0" * 8, "<f4", "2"), "shape"),
         (("text", "<f4", [2]), "data must be bytes"),
+        # a zero dim makes the product 0 (and the data empty): every other dim is still bounded
+        ((b"", "<f4", [0, 2**64 - 1]), r"describe over 67108864 bytes"),
+        ((b"", "|u1", [0, 2**26, 2]), r"describe over 67108864 bytes"),
+        ((b"", "<f4", [2**26, 0]), r"describe over 67108864 bytes"),
     ],
 )
 def test_unpacking_refuses_bad_array_maps(fields, match):
     frame = msgpack.packb({"x": _openpi_array_map(*fields)}, use_bin_type=True)
     with pytest.raises(CodecError, match=match):
         unpackb(frame)
+
+
+def test_an_empty_array_keeps_any_bounded_shape():
+    """A zero dim with the others within the frame's bound: an empty array of that shape, as numpy makes it."""
+    frame = msgpack.packb({"x": _openpi_array_map(b"", "<f4", [0, 2**24])}, use_bin_type=True)
+    assert unpackb(frame)["x"].shape == (0, 2**24)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ the same endpoint with the real openpi-client package.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import urllib.request
@@ -186,6 +187,18 @@ def test_bad_requests_get_a_text_frame_and_close_1011_and_the_server_keeps_servi
         assert good.infer(_droid())["actions"].shape == (50, 2) and server.running
     finally:
         good.close()
+
+
+def test_an_empty_array_with_a_huge_dim_gets_a_typed_refusal_and_no_traceback(endpoint, caplog):
+    """shape [0, 2**64 - 1]: the product of the dims is 0, so only a bound on each dim refuses it (before numpy's
+    reshape, whose ValueError was once logged with a full traceback)."""
+    huge = {b"__ndarray__": True, b"data": b"", b"dtype": "<f8", b"shape": [0, 2**64 - 1]}
+    bad = OpenpiTestClient(endpoint.url)
+    with caplog.at_level(logging.INFO, logger="vlash"):
+        message, code = bad.error(packb(_droid(**{"observation/joint_position": huge})))
+    assert code == 1011 and "describe over" in message and "ValueError" not in message, message
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert any("describe over" in r.getMessage() for r in caplog.records)  # logged as a refusal, one line
 
 
 def test_healthz_answers_on_the_websocket_port(endpoint):

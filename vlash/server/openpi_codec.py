@@ -8,7 +8,9 @@ openpi-client package is not a vlash dependency (it pins numpy<2). No pickle. ms
 byte for byte as openpi's msgpack does.
 
 Decoding is stricter than openpi's: only bool, int, uint, float, bytes and str dtypes (openpi refuses object,
-void and complex), and the data length must match shape x itemsize. Decoded arrays are read-only views.
+void and complex), the data length must match shape x itemsize, and every dim is bounded, not only their product:
+the dims with each 0 counted as 1 describe at most MAX_BIN_BYTES (so [0, 2**64 - 1] is refused, not reshaped).
+Decoded arrays are read-only views.
 
 A received frame is hostile until checked, and every length in it is bounded. Before anything is decoded, its
 structure is walked (headers only, iteratively, no object built: `check_structure`) and held to the bounds below:
@@ -105,6 +107,8 @@ def _array(obj: dict) -> np.ndarray:
         raise CodecError(f"ndarray data must be bytes, got {type(data).__name__}")
     if type(shape) is not list or len(shape) > MAX_DIMS or not all(type(d) is int and d >= 0 for d in shape):
         raise CodecError(f"ndarray shape must be a list of at most {MAX_DIMS} ints >= 0, got {shape!r:.80}")
+    if math.prod(max(dim, 1) for dim in shape) * dtype.itemsize > MAX_BIN_BYTES:  # each dim, not only the product
+        raise CodecError(f"ndarray shape {shape!r:.80}: its dims (a 0 as 1) describe over {MAX_BIN_BYTES} bytes")
     size = math.prod(shape) * dtype.itemsize
     if len(data) != size:
         raise CodecError(f"ndarray {dtype.str} {shape}: needs {size} bytes, got {len(data)}")
