@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vlash.atomic import staged_directory
+from vlash.atomic import FILE_LIST, staged_directory
 from vlash.engines.artifact import POLICY_DIR, ArtifactManifest
 from vlash.engines.onnx_export import Progress, export_onnx
 from vlash.errors import ConfigError, EngineUnavailable
@@ -42,8 +42,9 @@ def _tensorrt_builder():
 
 
 def _copy_policy(source: Path, target: Path) -> None:
-    """A vlash policy directory, as is (LeRobot directories are read and re-saved by the caller)."""
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*"))
+    """A vlash policy directory, as is (LeRobot directories are read and re-saved by the caller), but its list of
+    files: the artifact's own FILE_LIST lists them."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*", FILE_LIST))
 
 
 def export_artifact(

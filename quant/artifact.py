@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import save_file
 
 import vlash
-from vlash.atomic import staged_directory
+from vlash.atomic import atomic_save, staged_directory
 from vlash.errors import CheckpointError
 from vlash.policies.formats.loading import load_policy
 from vlash.policies.quantized.manifest import MANIFEST_NAME, QuantManifest
@@ -79,6 +79,7 @@ def write_torch_artifact(
     with staged_directory(out) as staging:
         copy_policy_files(src, staging)
         state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-        save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt", "quant": scheme})
+        metadata = {"format": "pt", "quant": scheme}
+        atomic_save(staging / "model.safetensors", lambda tmp: save_file(state, tmp, metadata=metadata))
         manifest.write(staging)
     return manifest

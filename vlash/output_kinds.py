@@ -7,7 +7,8 @@ command-line checks use it before anything heavy is imported).
     training run         a vlash policy directory with train_log.json (vlash train)
     policy directory     config.yaml of format vlash.policy/1 and neither of those (vlash convert)
 
-The commands replace only a directory of the kind they write (`--overwrite`, vlash.cli.preflight.check_output_dir).
+The commands replace only a directory of the kind they write (`--overwrite`, vlash.cli.preflight.check_output_dir),
+and only while it holds nothing but the files its vlash_files.json lists (vlash.atomic.check_replaceable).
 """
 
 from __future__ import annotations

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.cli.test_fail_fast import one_line_error, refuse
+from vlash.atomic import FILE_LIST, staged_directory
 from vlash.cli.main import main
 from vlash.output_kinds import (
     ARTIFACT_FORMAT,
@@ -27,16 +30,17 @@ MICRO = str(Path(__file__).parents[1] / "train" / "pi05-micro.yaml")  # ~0.1M pa
 
 
 def fake_output(directory: Path, kind: OutputKind) -> Path:
-    """A directory that holds `kind`'s marker files (and a stale file its replacement must not keep)."""
-    directory.mkdir(parents=True)
-    if kind is OutputKind.ENGINE_ARTIFACT:
-        (directory / ARTIFACT_MANIFEST).write_text(json.dumps({"format": ARTIFACT_FORMAT}))
-    else:
-        (directory / "config.yaml").write_text(yaml.safe_dump({"format": POLICY_FORMAT}))
-    extra = {OutputKind.TRAINING_RUN: TRAIN_LOG, OutputKind.QUANTIZED_POLICY: QUANT_MANIFEST}.get(kind)
-    if extra:
-        (directory / extra).write_text("{}")
-    (directory / "stale.bin").write_text("from the previous run")
+    """A directory vlash wrote (vlash.atomic.staged_directory: with its file list) that holds `kind`'s marker files
+    and a stale file its replacement must not keep."""
+    with staged_directory(directory) as staging:
+        if kind is OutputKind.ENGINE_ARTIFACT:
+            (staging / ARTIFACT_MANIFEST).write_text(json.dumps({"format": ARTIFACT_FORMAT}))
+        else:
+            (staging / "config.yaml").write_text(yaml.safe_dump({"format": POLICY_FORMAT}))
+        extra = {OutputKind.TRAINING_RUN: TRAIN_LOG, OutputKind.QUANTIZED_POLICY: QUANT_MANIFEST}.get(kind)
+        if extra:
+            (staging / extra).write_text("{}")
+        (staging / "stale.bin").write_text("from the previous run")
     return directory
 
 
@@ -129,6 +133,37 @@ def test_its_own_kind_needs_overwrite(command, monkeypatch, tmp_path, capsys):
     assert (out / "stale.bin").is_file()
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_its_own_kind_with_a_user_s_file_in_it_is_refused_even_with_overwrite(command, monkeypatch, tmp_path, capsys):
+    """--overwrite replaces what vlash wrote (the files its file list names); a file or folder of the user's among
+    them, hidden ones too, makes the directory theirs: refused, naming the first such entry."""
+    nothing_loads(monkeypatch, command)
+    out = fake_output(tmp_path / "out", COMMANDS[command][1])
+    (out / "my_logs").mkdir()
+    (out / "my_logs" / "run.log").write_text("mine")
+    (out / "MY_NOTES.txt").write_text("notes")
+    for extra in ((), ("--overwrite",)):
+        err = one_line_error(argv(command, tmp_path / str(len(extra)), out, *extra), capsys)
+        assert f"--out '{out}' holds MY_NOTES.txt, which vlash did not write" in err and "--overwrite" in err, err
+    (out / "MY_NOTES.txt").unlink()
+    (out / ".DS_Store").write_text("")
+    err = one_line_error(argv(command, tmp_path, out, "--overwrite"), capsys)
+    assert "holds .DS_Store, which vlash did not write" in err, err
+    assert (out / "my_logs" / "run.log").read_text() == "mine" and (out / "stale.bin").is_file()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_an_output_of_an_older_vlash_without_a_file_list_is_refused(command, monkeypatch, tmp_path, capsys):
+    nothing_loads(monkeypatch, command)
+    out = fake_output(tmp_path / "out", COMMANDS[command][1])
+    (out / FILE_LIST).unlink()
+    err = one_line_error(argv(command, tmp_path, out, "--overwrite"), capsys)
+    assert f"--out '{out}' has no {FILE_LIST}" in err and "remove it yourself or give a new --out" in err, err
+    assert (out / "stale.bin").is_file()
+
+
 def test_several_schemes_apply_the_rule_to_each_schemes_directory(monkeypatch, tmp_path, capsys):
     nothing_loads(monkeypatch, "quantize")
     out = user_files(tmp_path / "variants")  # the parent is written into, never replaced: the user's files may stay
@@ -166,7 +201,12 @@ def test_the_marker_names_are_the_writers(tmp_path):
 
 
 def replaced(out: Path, kind: OutputKind) -> bool:
-    """`out` is a whole new output of `kind`: the previous one's stale file is gone."""
+    """`out` is a whole new output of `kind`: the previous one's stale file is gone; every file in it has the mode
+    open() gives (model.safetensors too: safetensors' save_file alone makes it 0600, unreadable to another user)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.rglob("*") if p.is_file()}
+    assert modes["model.safetensors"] == 0o666 & ~umask and set(modes.values()) == {0o666 & ~umask}, modes
     return output_kind(out) is kind and not (out / "stale.bin").exists() and (out / "stale.bin").parent.is_dir()
 
 

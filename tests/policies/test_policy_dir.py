@@ -76,6 +76,7 @@ def test_vlash_policy_dir_round_trip(tmp_path, tiny, tokenizer_dir):
         "model.safetensors",
         "stats.safetensors",
         "tokenizer.json",
+        "vlash_files.json",  # what vlash wrote: --overwrite replaces these, nothing else (vlash.atomic)
     ]
     loaded = load_policy(out)
     assert loaded.metadata == {"made_by": "test"}

@@ -3,8 +3,10 @@ error found after it (a port in use, an output path blocked by a file) wastes th
 one-line ConfigError naming the flag.
 
 Output directories follow one rule in every command (`check_output_dir`): nothing a user owns is deleted. A missing
-or empty one is written; one holding the kind of vlash output the command writes is replaced only with
-`--overwrite`; anything else (the user's files, another kind of output) is refused even with it."""
+or empty one is written; one holding the kind of vlash output the command writes, and nothing but the files its
+vlash_files.json lists (vlash.atomic), is replaced only with `--overwrite`; anything else (the user's files, even
+one among vlash's, another kind of output, an output of an older vlash that listed no files) is refused even with
+it."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import os
 import socket
 from pathlib import Path
 
+from vlash.atomic import check_replaceable
 from vlash.errors import ConfigError
 from vlash.output_kinds import OutputKind, output_kind
 
@@ -49,8 +52,8 @@ def check_output_file(path: Path | None, flag: str) -> None:
 
 def check_output_dir(path: Path, flag: str, kind: OutputKind, overwrite: bool) -> None:
     """A directory the command writes whole (replaced atomically at its end): missing or empty, or with
-    `overwrite` a vlash output of the `kind` the command writes; anything else is the user's and is refused. Not a
-    file; its parent creatable now."""
+    `overwrite` a vlash output of the `kind` the command writes that holds only the files vlash listed there
+    (`check_replaceable`); anything else is the user's and is refused. Not a file; its parent creatable now."""
     check_output_folder(path, flag)
     if not path.is_dir() or not any(path.iterdir()):
         return
@@ -65,6 +68,7 @@ def check_output_dir(path: Path, flag: str, kind: OutputKind, overwrite: bool) -
             f"{flag} {str(path)!r} holds {found.value}, not {kind.value}; it is not replaced, even with "
             f"--overwrite: give a new or empty {flag}"
         )
+    check_replaceable(path, flag)
     if not overwrite:
         raise ConfigError(f"{flag} {str(path)!r} already holds {kind.value}; pass --overwrite to replace it")
 
@@ -99,7 +103,8 @@ def add_overwrite_argument(parser: argparse.ArgumentParser, *kinds: OutputKind, 
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help=f"replace {where} when it holds {' or '.join(k.value for k in kinds)} (nothing else is ever replaced)",
+        help=f"replace {where} when it holds {' or '.join(k.value for k in kinds)} and nothing else (only the files "
+        "vlash listed there are ever replaced)",
     )
 
 

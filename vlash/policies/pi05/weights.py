@@ -19,6 +19,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from vlash.atomic import atomic_save
 from vlash.errors import CheckpointError
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.dtypes import DTYPE_NAMES
@@ -95,11 +96,10 @@ def export_state_dict(model: Pi05Model, layout: str = "vlash") -> dict[str, torc
 
 
 def save_weights(model: Pi05Model, path: str | Path, layout: str = "vlash") -> None:
-    """Write model.safetensors atomically (temp file + rename) in the given layout."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    save_file(export_state_dict(model, layout), str(tmp), metadata={"format": "pt", "layout": layout})
-    tmp.replace(path)
+    """Write model.safetensors atomically (temp file + rename) in the given layout, with an ordinary file's mode
+    (save_file alone makes it 0600: unreadable to the user who serves it)."""
+    tensors = export_state_dict(model, layout)
+    atomic_save(path, lambda tmp: save_file(tensors, tmp, metadata={"format": "pt", "layout": layout}))
 
 
 SIZE_HINT = (
