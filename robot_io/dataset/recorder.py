@@ -13,7 +13,9 @@ The control loop only copies the tick's arrays and frames and hands them over; o
 standalone writer encodes the PNGs on threads of its own). When MAX_FRAMES_QUEUED ticks' frames wait for it, the
 next ticks' frames are dropped, not queued (counted per episode; a dropped frame is a gap: `vlash.step` jumps where
 `frame_index` does not). Closing (after the summary) saves the last episode, writes the metadata and commits
-DIR.partial (robot_io.dataset.directory); a run that recorded no frame, or whose writing failed, leaves nothing.
+DIR.partial (robot_io.dataset.directory); a run that recorded no frame, or whose writing failed, leaves nothing. A
+commit that fails (DIR changed under the run, a full disk) never discards the recording: it stays in DIR.partial,
+and the outcome line says so.
 meta/vlash/run-NNN.jsonl keeps the run: {"kind": "run"} (settings, writer), every chunk record, each episode's
 counts, then the summary.
 """
@@ -32,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_io.dataset.directory import JOURNAL, commit, discard
+from robot_io.dataset.directory import JOURNAL, commit, discard, real_target
 from robot_io.dataset.layout import ACTION, IMAGES, STATE, VLASH_DIR
 from robot_io.executors import ChunkRecord
 
@@ -53,6 +55,7 @@ class DatasetRecorder:
         self.path, self.writer, self.task, self.appending = target, writer, task, appending
         self.partial: Path = writer.root
         self.error: Exception | None = None  # why the dataset was not written
+        self.committing = False  # the recording is whole and being moved to DIR: from here on it is never discarded
         self.episodes = self.frames = self.dropped_frames = self.skipped_frames = 0
         self._episode = dict(frames=0, dropped=0, skipped=0, first_step=None)
         self._run_log = (self.partial / "run.jsonl").open("w", encoding="utf-8")
@@ -107,7 +110,7 @@ class DatasetRecorder:
         self._run_log.close()
         if self.error is None:
             self._guarded(self._commit)
-        if self.error is not None and not (self.partial / JOURNAL).exists():  # a journal: the next run finishes it
+        if self.error is not None and not self.committing:  # a failed commit keeps what it was moving
             try:
                 self.writer.close()
             except Exception:  # noqa: BLE001 - it failed already; what it holds is discarded either way
@@ -119,6 +122,12 @@ class DatasetRecorder:
     @property
     def outcome(self) -> str:
         """One line for the end of a run (after close): what was recorded, or why nothing was."""
+        if self.error is not None and self.committing:
+            if (self.partial / JOURNAL).is_file():
+                return (f"{self.path}: appending was cut short ({self.error}); the next `vlash run --record-dataset "
+                        f"{self.path}` finishes it from {self.partial / JOURNAL}")  # fmt: skip
+            kept = f"it is kept in {self.partial}" + ("" if self.appending else ", a whole dataset: rename it yourself")
+            return f"{self.path}: the recording could not be moved there ({self.error}); {kept}"
         if self.error is not None:
             return f"{self.path}: no dataset written ({self.error})"
         verb = "appended to" if self.appending else "wrote"
@@ -182,7 +191,8 @@ class DatasetRecorder:
         number = len(list(runs.glob("run-*.jsonl"))) if self.appending else 0
         (self.partial / VLASH_DIR).mkdir(parents=True, exist_ok=True)
         os.replace(self.partial / "run.jsonl", self.partial / VLASH_DIR / f"run-{number:03d}.jsonl")
-        commit(self.partial, self.path, self.appending)
+        self.committing = True
+        commit(self.partial, real_target(self.path), self.appending)
 
 
 def _plain(value: Any) -> Any:

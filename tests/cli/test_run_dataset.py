@@ -61,3 +61,30 @@ def test_a_dataset_that_cannot_be_recorded_is_refused_before_anything_connects(t
         and err.startswith(f"vlash run: error: {match.replace('{tmp}', str(tmp_path))}")
     )
     assert (tmp_path / "mine" / "photo.png").read_bytes() == b"x" and not (tmp_path / "new").exists()
+
+
+def test_a_partial_folder_vlash_did_not_write_is_refused_and_left_alone(tmp_path, capsys):
+    """The issue: DIR.partial/COMMIT = [] beside a user's notes.txt made the run rmtree the folder and exit 0."""
+    partial = tmp_path / "ds.partial"
+    partial.mkdir()
+    (partial / "COMMIT").write_text("[]")
+    (partial / "notes.txt").write_text("mine")
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
+        argv = ["run", "--server", server.endpoint, "--robot", "sim:reach", "--duration-s", "1"]
+        rc = main([*argv, "--record-dataset", str(tmp_path / "ds")])
+        assert server.handshakes == 0
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and f"{partial}/COMMIT was not written by vlash" in err, err
+    assert sorted(p.name for p in partial.iterdir()) == ["COMMIT", "notes.txt"] and not (tmp_path / "ds").exists()
+
+
+def test_a_link_to_an_empty_folder_records_into_it(fake_lerobot, tmp_path, capsys):
+    """The issue: the run was recorded, the final rename failed on the link (ENOTDIR), the recording was discarded
+    and the run exited 0. The link is followed before the run."""
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "rollouts").symlink_to(tmp_path / "disk")
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
+        assert main(run_argv(server.endpoint, *SO101_MAP, "--record-dataset", str(tmp_path / "rollouts"))) == 0
+    info, _, _, _ = check_dataset(tmp_path / "disk")
+    assert f"wrote {tmp_path / 'rollouts'} " in capsys.readouterr().out and (tmp_path / "rollouts").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["disk", "rollouts"] and info["total_frames"] >= 20

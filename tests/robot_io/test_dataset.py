@@ -13,7 +13,7 @@ import pytest
 
 from robot_io.control import SimulatedClock
 from robot_io.dataset import DatasetError, check_dataset, open_dataset, recorder
-from robot_io.dataset.directory import JOURNAL, partial_path
+from robot_io.dataset.directory import JOURNAL, MARKER, partial_path
 from robot_io.executors import ExecutorConfig
 from robot_io.runner import RunConfig, Runner
 from tests.fakes import PointArm, point_metadata, ramp_planner
@@ -129,9 +129,9 @@ def test_a_killed_run_leaves_no_dataset_and_an_interrupted_append_is_finished(tm
     check_lerobot_format(target)
     replace, calls = os.replace, []
 
-    def killed_after_the_first_move(source, destination):  # run.jsonl, the journal, one file: then killed
+    def killed_after_the_first_move(source, destination):  # the marker, run.jsonl, the journal, one file: killed
         calls.append(source)
-        if len(calls) == 4:
+        if len(calls) == 5:
             raise KeyboardInterrupt
         replace(source, destination)
 
@@ -146,6 +146,90 @@ def test_a_killed_run_leaves_no_dataset_and_an_interrupted_append_is_finished(tm
     point_run(target, ticks=10)  # the next run finishes the commit first
     info, episodes, _, _ = check_lerobot_format(target)
     assert info["total_frames"] == 1 + 20 + 10 and len(episodes) == 3
+
+
+def _foreign_partial(target, journal: str, marker: str | None = None):
+    """DIR.partial holding a COMMIT `journal` (text), a user's notes.txt and, when given, a MARKER `marker`."""
+    partial = partial_path(target)
+    partial.mkdir(parents=True)
+    (partial / JOURNAL).write_text(journal)
+    (partial / "notes.txt").write_text("mine")
+    if marker is not None:
+        (partial / MARKER).write_text(marker)
+    return partial
+
+
+MARKED = json.dumps({"format": "vlash.dataset-run/1", "run": "a" * 32})
+
+
+@pytest.mark.parametrize(
+    ("journal", "marker", "why"),
+    [
+        ("[]", None, "no VLASH_RUN with the run id"),  # the issue's case: rmtree'd the folder, exit 0
+        ("{not json", MARKED, "not JSON"),  # was a JSONDecodeError traceback
+        ('{"run": "' + "b" * 32 + '", "files": []}', MARKED, "its run id is not VLASH_RUN's"),
+        ('{"run": "' + "a" * 32 + '", "files": ["../../etc/passwd"]}', MARKED, "paths inside it"),
+        ('{"run": "' + "a" * 32 + '", "files": []}', MARKED, "it also holds notes.txt, which the journal does not"),
+    ],
+)
+def test_a_journal_vlash_cannot_prove_it_wrote_is_refused_and_nothing_touched(tmp_path, journal, marker, why):
+    target = tmp_path / "ds"
+    partial = _foreign_partial(target, journal, marker)
+    before = sorted((str(p), p.read_bytes()) for p in partial.rglob("*"))
+    for attempt in (lambda: check_dataset(target), lambda: open_dataset(target, PointArm(), RATE, "point")):
+        with pytest.raises(DatasetError, match=r"^\S+/COMMIT was not written by vlash for the run in ") as caught:
+            attempt()
+        assert why in str(caught.value) and "nothing was touched" in str(caught.value) and "\n" not in str(caught.value)
+    assert sorted((str(p), p.read_bytes()) for p in partial.rglob("*")) == before and not target.exists()
+
+
+def test_a_link_to_an_empty_folder_is_recorded_into_the_folder(tmp_path):
+    """The issue: the whole run was recorded, the final rename failed (ENOTDIR on the link), the recording was
+    discarded. The link is followed from the start: DIR.partial goes next to the real folder."""
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "disk" / "rollouts").mkdir()
+    (tmp_path / "rollouts").symlink_to(tmp_path / "disk" / "rollouts")
+    check_dataset(tmp_path / "rollouts")
+    rec, _ = point_run(tmp_path / "rollouts", ticks=20)
+    assert rec.error is None and rec.outcome.startswith(f"wrote {tmp_path / 'rollouts'} ")
+    assert (tmp_path / "rollouts").is_symlink()
+    info, _, _, _ = check_lerobot_format(tmp_path / "disk" / "rollouts")
+    assert info["total_frames"] == 20 and sorted(p.name for p in tmp_path.iterdir()) == ["disk", "rollouts"]
+    point_run(tmp_path / "rollouts", ticks=10)  # appended through the link
+    assert check_lerobot_format(tmp_path / "disk" / "rollouts")[0]["total_frames"] == 30
+
+
+@pytest.mark.parametrize("appending", [False, True])
+def test_a_commit_that_fails_keeps_the_recording(tmp_path, monkeypatch, appending):
+    target = tmp_path / "ds"
+    if appending:
+        point_run(target, ticks=10)
+    moves = {"rename": os.rename, "replace": os.replace}
+
+    def full_disk(name):
+        def move(source, destination):
+            if str(source) == str(partial_path(target)) or str(destination).startswith(str(target) + "/data"):
+                raise OSError(28, "No space left on device")
+            return moves[name](source, destination)
+
+        return move
+
+    monkeypatch.setattr(os, "rename", full_disk("rename"))
+    monkeypatch.setattr(os, "replace", full_disk("replace"))
+    rec, _ = point_run(target, ticks=20)
+    monkeypatch.undo()
+    assert "No space left on device" in str(rec.error) and rec.committing
+    kept = partial_path(target)
+    assert kept.is_dir() and any(p.suffix == ".parquet" for p in kept.rglob("*"))  # the frames were not discarded
+    if appending:
+        assert rec.outcome.startswith(f"{target}: appending was cut short") and (kept / JOURNAL).is_file()
+        point_run(target, ticks=5)  # the next run finishes the commit, then records
+        assert check_lerobot_format(target)[0]["total_frames"] == 10 + 20 + 5 and not kept.exists()
+    else:
+        assert rec.outcome == (f"{target}: the recording could not be moved there ([Errno 28] No space left on "
+                               f"device); it is kept in {kept}, a whole dataset: rename it yourself")  # fmt: skip
+        kept.rename(target)
+        assert check_lerobot_format(target)[0]["total_frames"] == 20
 
 
 def test_a_run_that_recorded_nothing_or_failed_leaves_nothing_and_goes_on(tmp_path, monkeypatch):
