@@ -72,3 +72,34 @@ def test_policy_takes_a_preset_or_a_policy_to_start_from(tmp_path, capsys):
     assert "drop --init-from" in capsys.readouterr().err
     assert main(["train", "--out", "p", "--policy", "oracle"]) == 2
     assert "vlash train takes a preset" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_the_steps_done_beside_out_never_over_it(tmp_path, capsys, monkeypatch):
+    """The issue: Ctrl-C threw all progress away. The steps done go to OUT.interrupted; --out is left as it was."""
+    from vlash.train import trainer
+
+    data = save_episodes(tmp_path / "data.npz", dot_episodes(4))
+    out = tmp_path / "policy"
+    args = ["train", "--policy", MICRO, "--dataset", str(data), "--out", str(out), "--steps", "5", "--batch-size", "4"]
+    args += ["--no-progress", "--no-augment", "--d-max", "2", "--num-threads", "1"]
+    real_step, calls = trainer.flow_step, []
+
+    def interrupted(*a, **kw):  # Ctrl-C in the 4th step's forward pass: 3 steps are done
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real_step(*a, **kw)
+
+    monkeypatch.setattr(trainer, "flow_step", interrupted)
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    kept = tmp_path / "policy.interrupted"
+    assert err == (
+        f"vlash train: interrupted at step 3/5: {out} was not replaced; the policy as of step 3 is in {kept} (serve "
+        f"or evaluate it as it is, or train on from it: vlash train --init-from {kept} ...)\n"
+    )
+    assert not out.exists() and json.loads((kept / "train_log.json").read_text())["step"] == 3
+    (kept / "notes.txt").write_text("mine")  # OUT.interrupted is vlash's to replace, and only while it is
+    calls.clear()
+    assert main(args) == 2
+    assert "holds notes.txt, which vlash did not write" in capsys.readouterr().err and len(calls) == 0

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from tests.train.synthetic import dot_episodes
 from vlash.policies.formats.loading import load_policy
@@ -21,6 +24,7 @@ from vlash.sampling import FlowSampler, SamplerConfig
 from vlash.train import trainer
 from vlash.train.config import TrainConfig
 from vlash.train.errors import ConfigError
+from vlash.train.interrupt import TrainingInterrupted, sigint_deferred
 from vlash.train.output import with_config
 
 MICRO = str(Path(__file__).with_name("pi05-micro.yaml"))
@@ -143,14 +147,14 @@ def test_stop_after_outside_the_schedule_is_refused(tmp_path, stop_after):
 def test_ema_saves_the_moving_average_of_the_weights(tmp_path, episodes, monkeypatch):
     saved: dict[str, list[dict[str, torch.Tensor]]] = {}
 
-    def capturing_saver(config, *args, **kwargs):  # trainer._saver's signature; keeps what each save gets
+    def capturing_saver(config, *args, **kwargs):  # policy_saver's signature; keeps what each save gets
         def save(step, curves, trained, extra=None):
             saved.setdefault(config.out, []).append({k: v.detach().clone() for k, v in trained.state_dict().items()})
             return Path(config.out)
 
         return save
 
-    monkeypatch.setattr(trainer, "_saver", capturing_saver)
+    monkeypatch.setattr(trainer, "policy_saver", capturing_saver)
     raw = _config(tmp_path / "raw", steps=3, checkpoint_every=1)
     averaged = _config(tmp_path / "ema", steps=3, checkpoint_every=1, ema_decay=0.25)
     assert trainer.train(raw, episodes=episodes).loss_curve == trainer.train(averaged, episodes=episodes).loss_curve
@@ -183,10 +187,35 @@ def test_interrupt_keeps_the_previous_policy_whole(tmp_path, episodes, monkeypat
         return real_step(*args, **kwargs)
 
     monkeypatch.setattr(trainer, "flow_step", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(TrainingInterrupted) as stop:  # a KeyboardInterrupt: callers that stop on Ctrl-C still do
         trainer.train(_config(tmp_path, steps=5, seed=3), episodes=episodes)
     assert (tmp_path / "p" / "model.safetensors").read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p", "p.interrupted"]
+    assert (stop.value.step, stop.value.final_step, stop.value.kept) == (2, 5, tmp_path / "p.interrupted")
+    assert stop.value.line().startswith(f"interrupted at step 2/5: {tmp_path / 'p'} was not replaced; the policy as")
+    monkeypatch.setattr(trainer, "flow_step", real_step)  # the same run, uninterrupted, checkpointed at step 2
+    trainer.train(_config(tmp_path / "whole", steps=5, seed=3, stop_after=2), episodes=episodes)
+    kept, whole = tmp_path / "p.interrupted", tmp_path / "whole" / "p"
+    got, expected = load_file(kept / "model.safetensors"), load_file(whole / "model.safetensors")
+    assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)  # step 2's weights
+    log = json.loads((kept / "train_log.json").read_text())
+    assert log["step"] == 2 and log["loss"] == json.loads((whole / "train_log.json").read_text())["loss"]
+    meta = load_policy(kept).metadata
+    assert meta["interrupted"] and not meta["complete"] and meta["step"] == 2
+
+
+def test_an_interrupt_inside_the_update_waits_for_it_to_end(monkeypatch):
+    """SIGINT inside the optimizer's update (opt.step, the schedule, the average) is held until it is whole."""
+    order = []
+    with pytest.raises(KeyboardInterrupt), sigint_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        order.append("after the signal")
+    assert order == ["after the signal"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):  # outside the block Ctrl-C raises at once, as before
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            order.append("never")
+    assert len(order) < 1000
 
 
 def test_trimmed_prompt_padding_gives_the_same_velocities():
@@ -240,3 +269,19 @@ def test_image_gain_is_zero_exactly_when_the_images_cannot_matter(tmp_path, epis
     assert blind["image_gain"] == 0.0 and blind["loss"] == blind["loss_shuffled"]
     with pytest.raises(ValueError, match="2 samples"):
         VisionProbe.draw(data, 1, seed=0, has_alpha=0.6, u0=0.9)
+
+
+def test_the_interrupt_line_says_what_out_holds():
+    kept = Path("run.interrupted")
+    assert (
+        TrainingInterrupted("run", 5, 9, kept, checkpoint=4)
+        .line()
+        .startswith(
+            "interrupted at step 5/9: run holds the checkpoint of step 4; the policy as of step 5 is in run.interrupted"
+        )
+    )
+    assert (
+        TrainingInterrupted("run", 0, 9, None)
+        .line()
+        .endswith("run was not replaced; no step was done, nothing to keep")
+    )

@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from vlash.atomic import check_replaceable
 from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
 from vlash.cli.policy_args import add_policy_arguments, policy_source
 from vlash.cli.preflight import add_overwrite_argument, check_output_dir, check_output_file
@@ -20,6 +21,7 @@ from vlash.output_kinds import OutputKind
 from vlash.policies.names.source import PolicyKind
 from vlash.policies.pi05 import available_presets
 from vlash.train.config import TrainConfig, TrainResult
+from vlash.train.interrupt import TrainingInterrupted, interrupted_path
 
 ACCEPTED = {
     PolicyKind.PRESET: "the architecture, trained from scratch",
@@ -53,7 +55,12 @@ RENAMED = {
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a policy from scratch on simulated expert demonstrations")
-    p.add_argument("--out", required=True, help="policy directory to write (new or empty; atomically, at the end)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="policy directory to write (new or empty; atomically, at the end); Ctrl-C keeps the steps done in "
+        "OUT.interrupted",
+    )
     add_overwrite_argument(p, OutputKind.TRAINING_RUN)
     what = f"what to train ({', '.join(available_presets())})"
     add_policy_arguments(p, what, ACCEPTED, default=TrainConfig.policy)
@@ -99,6 +106,7 @@ def check_args(args: argparse.Namespace, config: TrainConfig) -> None:
     if args.dataset is not None:
         check_output_file(Path(args.dataset), "--dataset")
     check_output_dir(Path(args.out), "--out", OutputKind.TRAINING_RUN, args.overwrite)
+    check_replaceable(interrupted_path(args.out), "--out")  # where Ctrl-C keeps the steps done: vlash's, or none
 
 
 def sim_settings(args: argparse.Namespace) -> tuple[dict, int]:
@@ -135,9 +143,13 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=args.json)
     try:
         result = train(config, command=shlex.join(["vlash", *sys.argv[1:]]))  # not argv[0]: an install path
-    except KeyboardInterrupt:
-        kept = f" (checkpoints every {config.checkpoint_every} steps are kept)" if config.checkpoint_every else ""
-        console.print(f"[bold red]interrupted[/]: {config.out} was not replaced{kept}")
+    except TrainingInterrupted as stop:  # in the steps: what they reached is in OUT.interrupted
+        print(f"vlash train: {stop.line()}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # before the steps (recording episodes, building the model)
+        print(
+            f"vlash train: interrupted before the first training step: {config.out} was not replaced", file=sys.stderr
+        )
         return 130
     if args.json:
         print(json.dumps(result.summary(), indent=2))

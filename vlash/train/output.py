@@ -1,8 +1,9 @@
 """Writing a trained policy: vlash's policy directory plus train_log.json, swapped in whole or not at all.
 
-The directory is staged next to the target (`save_policy` into `.NAME.staging-PID`, then train_log.json),
-then renamed over the target; a failure or Ctrl-C at any point leaves the previous directory (or none)
-and removes the staging copy.
+The directory is staged next to the target (`save_policy`, with train_log.json, through vlash.atomic's
+staged_directory), then renamed over the target; a failure or Ctrl-C at any point leaves the previous directory (or
+none) and removes the staging copy. `policy_saver` is what the trainer calls: at checkpoints and at the end into
+--out, and on Ctrl-C into OUT.interrupted (vlash.train.interrupt).
 """
 
 from __future__ import annotations
@@ -10,16 +11,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from vlash.policies.formats.vlash_dir import save_policy
 from vlash.policies.pi05.config import Pi05Config
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.processing.normalization import Normalizer
+from vlash.policies.processing.task_space import PlanarArmTaskSpace, PlanarArmVelocityTaskSpace
 from vlash.policies.processing.transforms import StateActionTransform
+from vlash.train.config import TrainConfig
 
 TRAIN_LOG = "train_log.json"
 
@@ -78,3 +83,40 @@ def write_policy(
         transform=task_space,
     )
     return target
+
+
+def tail_mean(values: list[float], count: int) -> float:
+    return float(np.mean(values[-count:])) if values else float("nan")
+
+
+def policy_saver(
+    config: TrainConfig,
+    policy: Pi05Config,
+    normalizer: Normalizer,
+    tokenizer_file: Path,
+    dims: tuple[int, int],
+    meta: dict[str, Any],
+    task_space: PlanarArmTaskSpace | PlanarArmVelocityTaskSpace | None = None,
+) -> Callable[..., Path]:
+    """save(step, curves, trained, extra=None, out=None): write the policy directory (preset shapes; `out`, default
+    config.out) with `trained`'s weights, and its train log; `dims`: (action dims, state dims)."""
+
+    def save(
+        step: int,
+        curves: dict[str, list[float]],
+        trained: Pi05Model,
+        extra: dict[str, Any] | None = None,
+        out: Path | None = None,
+    ) -> Path:
+        final = {"step": step, "complete": step == config.final_step, **(extra or {})}
+        final["loss"] = tail_mean(curves["loss"], config.log_every)
+        metadata = {**meta, **final, **config.extra}
+        weights = with_config(trained, policy)
+        relative = (True,) * dims[0] if config.relative_actions else None
+        train_log = {**curves, "step": step}
+        target = config.out if out is None else out
+        return write_policy(
+            target, weights, normalizer, tokenizer_file, dims, metadata, train_log, relative, task_space
+        )
+
+    return save

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from vlash.policies.pi05.config import Pi05Config, load_preset
+from vlash.policies.pi05.config import load_preset
 from vlash.policies.pi05.model import Pi05Model
 from vlash.policies.pi05.weights import build_random
-from vlash.policies.processing.normalization import Normalizer, NormMode
+from vlash.policies.processing.normalization import NormMode
 from vlash.policies.processing.task_space import PlanarArmTaskSpace, PlanarArmVelocityTaskSpace
 from vlash.policies.processing.word_tokenizer import train_tokenizer
 from vlash.sim.settings import SimSettings
@@ -35,7 +35,8 @@ from vlash.train.episodes import Episode, in_task_space
 from vlash.train.errors import TrainError
 from vlash.train.flow import draw_times, flow_loss, noisy_actions, token_times
 from vlash.train.init import init_from_scratch, init_state_bin_embeddings, tokenizer_vocab
-from vlash.train.output import git_commit, with_config, write_policy
+from vlash.train.interrupt import TrainingInterrupted, interrupted_path, sigint_deferred
+from vlash.train.output import git_commit, policy_saver, tail_mean, with_config
 from vlash.train.progress import progress_bar
 from vlash.train.recording import gather_episodes
 from vlash.train.stats import dataset_normalizer
@@ -129,12 +130,17 @@ def grounding_step(
 
 
 def run_steps(
-    model: Pi05Model, data: TrainingData, config: TrainConfig, checkpoint: Callable[[int, dict, Pi05Model], None]
+    model: Pi05Model,
+    data: TrainingData,
+    config: TrainConfig,
+    checkpoint: Callable[[int, dict, Pi05Model], None],
+    keep: Callable[[int, dict, Pi05Model], Path] | None = None,
 ) -> tuple[dict[str, list[float]], float, Pi05Model]:
     """The optimization loop; returns ({"loss": [...], "real_loss": [...], "lr": [...], "vision_probe": [...]},
     seconds, the weights to save: `model`, or its moving average with config.ema_decay). "vision_probe" holds
     {"step", "loss", "loss_shuffled", "image_gain"} rows (train.vision_use), measured on `model`. The first
-    config.grounding_steps steps train the auxiliary heads only (real_loss is nan there)."""
+    config.grounding_steps steps train the auxiliary heads only (real_loss is nan there). Ctrl-C: `keep` writes the
+    state after the last whole step (vlash.train.interrupt), then TrainingInterrupted is raised."""
     ema = None
     if config.ema_decay:  # before the auxiliary taps hook into `model`, so the copy carries none
         multi_avg_fn = torch.optim.swa_utils.get_ema_multi_avg_fn(config.ema_decay)
@@ -155,7 +161,7 @@ def run_steps(
     curves |= {f"{name}_aux_loss": [] for name in (aux.heads if aux is not None else [])}
     gain = ""
     model.train()
-    start, reported = time.perf_counter(), 0
+    start, reported, done, checkpointed = time.perf_counter(), 0, 0, 0
     try:
         with progress_bar("training", total=config.final_step, enabled=config.progress) as advance:
             for step in range(config.final_step):
@@ -171,16 +177,17 @@ def run_steps(
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-                curves["lr"].append(schedule.get_last_lr()[0])
-                opt.step()
-                schedule.step()
-                if ema is not None:
-                    ema.update_parameters(model)
-                curves["loss"].append(loss.item())
-                curves["real_loss"].append(real.item())
-                for name, value in aux_losses.items():
-                    curves[f"{name}_aux_loss"].append(value.item())
-                done = step + 1
+                with sigint_deferred():  # the update, whole: Ctrl-C finds the weights of `done` steps
+                    curves["lr"].append(schedule.get_last_lr()[0])
+                    opt.step()
+                    schedule.step()
+                    if ema is not None:
+                        ema.update_parameters(model)
+                    curves["loss"].append(loss.item())
+                    curves["real_loss"].append(real.item())
+                    for name, value in aux_losses.items():
+                        curves[f"{name}_aux_loss"].append(value.item())
+                    done = step + 1
                 if probe is not None and (done % config.vision_probe_every == 0 or done == config.final_step):
                     curves["vision_probe"].append({"step": done, **probe.measure(model)})
                     gain = f"  image_gain {curves['vision_probe'][-1]['image_gain']:+.4f}"
@@ -192,6 +199,10 @@ def run_steps(
                     log.info("step %d: %s", done, info)
                 if config.checkpoint_every and done % config.checkpoint_every == 0 and done < config.final_step:
                     checkpoint(done, curves, weights)
+                    checkpointed = done
+    except KeyboardInterrupt:
+        kept = keep(done, curves, weights) if keep is not None and done else None
+        raise TrainingInterrupted(config.out, done, config.final_step, kept, checkpointed) from None
     finally:
         if aux is not None:
             aux.close()
@@ -229,38 +240,6 @@ def _metadata(config: TrainConfig, command: str | None, data: TrainingData, rate
             "has_prob": data.spec.has_prob,
         },
     }
-
-
-def _tail_mean(values: list[float], count: int) -> float:
-    return float(np.mean(values[-count:])) if values else float("nan")
-
-
-def _saver(
-    config: TrainConfig,
-    policy: Pi05Config,
-    normalizer: Normalizer,
-    tokenizer_file: Path,
-    dims: tuple[int, int],
-    meta: dict[str, Any],
-    task_space: PlanarArmTaskSpace | PlanarArmVelocityTaskSpace | None = None,
-) -> Callable[..., Path]:
-    """save(step, curves, trained, extra=None): write the policy directory (preset shapes) with `trained`'s
-    weights, and its train log; `dims`: (action dims, state dims)."""
-
-    def save(
-        step: int, curves: dict[str, list[float]], trained: Pi05Model, extra: dict[str, Any] | None = None
-    ) -> Path:
-        final = {"step": step, "complete": step == config.final_step, **(extra or {})}
-        final["loss"] = _tail_mean(curves["loss"], config.log_every)
-        metadata = {**meta, **final, **config.extra}
-        weights = with_config(trained, policy)
-        relative = (True,) * dims[0] if config.relative_actions else None
-        train_log = {**curves, "step": step}
-        return write_policy(
-            config.out, weights, normalizer, tokenizer_file, dims, metadata, train_log, relative, task_space
-        )
-
-    return save
 
 
 def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, command: str | None = None) -> TrainResult:
@@ -306,23 +285,33 @@ def train(config: TrainConfig, episodes: Sequence[Episode] | None = None, comman
             elif vocab is not None:
                 init_state_bin_embeddings(model, vocab)
         meta = _metadata(config, command, data, rate)
-        save = _saver(config, policy, normalizer, tokenizer_file, (data.action_dims, data.state_dims), meta, space)
-        curves, train_s, trained = run_steps(model, data, config, save)
+        dims = (data.action_dims, data.state_dims)
+        save = policy_saver(config, policy, normalizer, tokenizer_file, dims, meta, space)
+
+        def keep(step: int, curves: dict, weights: Pi05Model) -> Path:  # Ctrl-C: the steps done, beside --out
+            return save(step, curves, weights, {"interrupted": True}, interrupted_path(config.out))
+
+        curves, train_s, trained = run_steps(model, data, config, save, keep)
         timing = {
             "wall_time_s": time.perf_counter() - start,
             "train_time_s": train_s,
             "steps_per_s": config.final_step / train_s,
-            "real_loss": _tail_mean(curves["real_loss"], config.log_every),
+            "real_loss": tail_mean(curves["real_loss"], config.log_every),
         }
         for key, values in curves.items():
             if key.endswith("_aux_loss") and values:
-                timing[key] = _tail_mean(values, config.log_every)
+                timing[key] = tail_mean(values, config.log_every)
         if curves["vision_probe"]:
             timing["image_gain"] = curves["vision_probe"][-1]["image_gain"]
-        out = save(config.final_step, curves, trained, timing)
+        try:
+            out = save(config.final_step, curves, trained, timing)
+        except KeyboardInterrupt:  # the steps are done: they are kept all the same
+            raise TrainingInterrupted(
+                config.out, config.final_step, config.final_step, keep(config.final_step, curves, trained)
+            ) from None
     return TrainResult(
         out=out,
-        final_loss=_tail_mean(curves["loss"], config.log_every),
+        final_loss=tail_mean(curves["loss"], config.log_every),
         final_real_loss=timing["real_loss"],
         loss_curve=curves["loss"],
         real_loss_curve=curves["real_loss"],
