@@ -35,6 +35,7 @@ def test_demo_compares_modes_side_by_side_and_writes_the_plot(tmp_path, capsys):
     injected = re.search(r"chunk latency p50 = injected \+ the policy's own time: sync (\d+) \+ (\d+) ms, faster ", out)
     assert injected and 30 <= int(injected.group(1)) <= 40, out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    assert f"vlash demo: {png} holds an earlier vlash demo's plot" not in out  # there was none
     if importlib.util.find_spec("rerun") is not None:  # the [viz] extra: each mode's run under its name
         recording = read_recording(tmp_path / "d.rrd")
         for mode in ("sync", "faster"):
@@ -64,6 +65,28 @@ def test_missing_shipped_policy_is_a_clean_error_with_a_way_forward(capsys):
 def test_bad_arguments_name_the_problem(argv, match, capsys, tmp_path):
     assert main(["demo", "--checkpoint", str(tmp_path), *argv]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_a_plot_file_vlash_demo_did_not_write_is_refused_before_the_demo_runs(capsys, tmp_path):
+    mine = tmp_path / "demo.png"
+    mine.write_bytes(b"\x89PNG\r\n\x1a\n my own figure")
+    assert main(["demo", "--checkpoint", str(tmp_path), "--plot", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"vlash demo: error: --plot '{mine}' exists and vlash demo did not write it, so it is not "
+                   "replaced: move it, or give another --plot (e.g. --plot demo-2.png)\n")  # fmt: skip
+    assert mine.read_bytes() == b"\x89PNG\r\n\x1a\n my own figure"
+
+
+def test_a_plot_an_earlier_demo_wrote_is_replaced(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from vlash.cli.demo_cmd import check_plot
+    from vlash.demo.plot import PLOT_SOFTWARE
+
+    fig = plt.figure()
+    fig.savefig(tmp_path / "demo.png", metadata={"Software": PLOT_SOFTWARE})
+    plt.close(fig)
+    assert check_plot(tmp_path / "demo.png") and not check_plot(tmp_path / "new.png")
 
 
 def test_the_demo_keeps_every_tick_and_chunk_of_its_runs_for_the_plot():

@@ -13,7 +13,7 @@ from tests.fakes import PointArm, point_metadata, ramp_planner
 from vlash.sim.policy_link import SimulatedPolicyLink
 
 pytest.importorskip("matplotlib")
-from vlash.demo.plot import demo_figure, plot_demo  # noqa: E402  (matplotlib is the simulator extra's)
+from vlash.demo.plot import demo_figure, plot_demo, written_by_demo  # noqa: E402  (matplotlib is the simulator extra's)
 
 
 def run(mode: str, latency_s: float):
@@ -62,3 +62,15 @@ def test_trajectories_break_at_episode_resets_instead_of_jumping(results):
 def test_the_png_is_written(results, tmp_path):
     path = plot_demo(results, tmp_path / "sub" / "demo.png", "demo")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert written_by_demo(path)  # vlash demo may replace it, and says so
+
+
+def test_a_png_vlash_demo_did_not_write_is_told_apart(tmp_path):
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure()
+    fig.savefig(tmp_path / "mine.png")  # matplotlib's own Software chunk, as an older vlash demo wrote it too
+    plt.close(fig)
+    (tmp_path / "notes.png").write_text("not even a PNG")
+    assert not written_by_demo(tmp_path / "mine.png") and not written_by_demo(tmp_path / "notes.png")
+    assert not written_by_demo(tmp_path / "missing.png")

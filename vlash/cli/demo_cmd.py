@@ -3,7 +3,7 @@ through it over ZeroMQ at 30 Hz; print a summary (the rows of `vlash run`'s, def
 summary") and write a plot. `--inject-latency-ms MS` compares execution modes (sync, vlash, faster) under a slower
 server, side by side, and says how much of each chunk latency was injected.
 
-    vlash demo                                   # ~20 s, demo.png
+    vlash demo                                   # ~20 s, demo.png (replaced only if an earlier vlash demo wrote it)
     vlash demo --inject-latency-ms 150           # sync vs vlash vs faster, 20 s each
     vlash demo --policy pi05-tiny --random-weights --duration-s 5
 """
@@ -27,7 +27,7 @@ from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
 from vlash.cli.cpu_threads import server_threads
 from vlash.cli.preflight import check_output_file
 from vlash.cli.run_cmd import status_line
-from vlash.demo.plot import plot_demo
+from vlash.demo.plot import plot_demo, written_by_demo
 from vlash.demo.report import injection_note, summary_table
 from vlash.demo.server_process import ServerProcess
 from vlash.demo.session import DemoConfig, run_modes
@@ -62,7 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=None, help="server torch threads (default: all cores but one)")
     SERVER_FLAGS.add_to(p)
     p.add_argument("--device", default="cpu", help="server device (cpu, cuda, auto)")
-    p.add_argument("--plot", type=Path, default=Path("demo.png"), help="PNG to write")
+    p.add_argument("--plot", type=Path, default=Path("demo.png"), help="PNG to write (a file there is "
+                   "replaced only if vlash demo wrote it)")  # fmt: skip
     p.add_argument("--record", type=Path, default=None, metavar="FILE.rrd", help="also write a rerun recording, "
                    "each mode under its name (`rerun FILE.rrd` replays it; the [viz] extra)")  # fmt: skip
     add_renamed_flags(p, RENAMED)
@@ -106,9 +107,14 @@ def run(args: argparse.Namespace) -> int:
     latency_ms = SERVER_FLAGS.build(args).inject_latency_ms  # the server's settings, checked here first
     modes = parse_modes(args)
     check_output_file(args.plot, "--plot")  # written at the end: a directory in its way is said now
+    replacing = check_plot(args.plot)
     if args.record is not None:
         check_output_file(args.record, "--record")
     console = Console()
+    if replacing:
+        console.print(
+            f"vlash demo: {args.plot} holds an earlier vlash demo's plot; this run replaces it", soft_wrap=True
+        )
     server_args = serve_args(args)
     console.print(f"vlash demo: starting the policy server ({' '.join(server_args[:2])}) ...", soft_wrap=True)
     with ExitStack() as stack:
@@ -140,6 +146,19 @@ def run(args: argparse.Namespace) -> int:
     if args.record is not None:
         console.print(f"wrote {args.record} (rerun {args.record})")
     return 0
+
+
+def check_plot(path: Path) -> bool:
+    """Whether --plot replaces a plot an earlier vlash demo wrote; a file there that vlash demo did not write (the
+    user's, or an older vlash's, which did not mark its plots) is refused: it is never replaced."""
+    if not path.exists():
+        return False
+    if not written_by_demo(path):
+        raise ConfigError(
+            f"--plot {str(path)!r} exists and vlash demo did not write it, so it is not replaced: move it, or give "
+            "another --plot (e.g. --plot demo-2.png)"
+        )
+    return True
 
 
 def _recording(path: Path) -> RerunRecording:

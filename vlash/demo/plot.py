@@ -1,16 +1,24 @@
 """The demo figure: one column per mode, titled with its mode and delay; each joint's commanded vs measured
 trajectory with chunk boundaries, watchdog holds and episode resets (the lines break there: a new episode starts
 elsewhere, it is not a jump of the arm); and each chunk's latency (request -> final chunk) and time to the first
-needed action. One legend for the whole figure, below the axes, so it never covers data."""
+needed action. One legend for the whole figure, below the axes, so it never covers data.
+
+The PNG says it is vlash demo's (its Software text chunk, PLOT_SOFTWARE): `vlash demo` replaces a --plot file only
+when it wrote it (`written_by_demo`), and says so; any other file there is the user's and is refused."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from robot_io.runner import RunResult
+from vlash.atomic import atomic_write
+
+PLOT_SOFTWARE = "vlash demo"  # the PNG's Software text chunk: what tells vlash demo's plots from anyone else's
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 RESET_STYLE = dict(color="C2", lw=0.9, ls="--", alpha=0.8, zorder=1)
 BOUNDARY_STYLE = dict(color="0.75", lw=0.5, zorder=0)
@@ -104,12 +112,30 @@ def demo_figure(results: Mapping[str, RunResult], title: str = ""):
 
 
 def plot_demo(results: Mapping[str, RunResult], path: str | Path, title: str = "") -> Path:
-    """Write the figure to `path` (PNG); one column per mode."""
+    """Write the figure to `path` (PNG, atomically, marked PLOT_SOFTWARE); one column per mode."""
     fig = demo_figure(results, title)  # selects the Agg backend before pyplot is imported here
     import matplotlib.pyplot as plt  # extra: sim
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")  # never crop the legend
+    save = {"format": "png", "dpi": 110, "bbox_inches": "tight", "metadata": {"Software": PLOT_SOFTWARE}}
+    atomic_write(path, lambda f: fig.savefig(f, **save))  # bbox "tight": never crop the legend
     plt.close(fig)
-    return path
+    return Path(path)
+
+
+def written_by_demo(path: str | Path) -> bool:
+    """Whether `path` is a PNG whose Software text chunk (before its image data) is PLOT_SOFTWARE."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(8) != PNG_SIGNATURE:
+                return False
+            while len(head := f.read(8)) == 8:
+                length, kind = struct.unpack(">I4s", head)
+                if kind in (b"IDAT", b"IEND"):
+                    return False
+                data = f.read(length)
+                f.seek(4, 1)  # the chunk's CRC
+                if kind == b"tEXt" and data == b"Software\0" + PLOT_SOFTWARE.encode():
+                    return True
+    except OSError:
+        return False
+    return False
