@@ -184,4 +184,4 @@ def test_clients_no_longer_sending_are_forgotten_without_any_gathering():
         (taken,) = queue.take_batch(1, 0.0)
         queue.done(taken)
     queue.submit(job(b"now", 1))
-    assert list(queue._heard_ns) == [b"now"]
+    assert list(queue.shares.heard) == [b"now"]

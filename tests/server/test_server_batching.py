@@ -193,6 +193,7 @@ def test_a_full_queue_refuses_a_new_client_busy_and_accepts_a_replacement(runtim
         assert isinstance(last_reply(a, 11), Actions) and isinstance(last_reply(b, 20), Actions)
         counters = server.counters()
         assert (counters["busy"], counters["errors"], counters["dropped"], counters["served"]) == (1, 1, 1, 3)
+        assert (counters["busy_zeromq"], counters["busy_in_process"]) == (1, 0)  # by transport (server.shares)
         assert "busy 1" in server.stats.line()
     finally:
         server.stop()

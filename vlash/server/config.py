@@ -183,6 +183,10 @@ class OpenpiConfig:
     default_prompt: str | None = None  # instruction for observations without a prompt
     infer_timeout_s: float = 30.0  # longest wait for one chunk from the policy server; then an error reply
     max_message_bytes: int = 64 * 1024 * 1024  # largest observation frame accepted (openpi sets no limit)
+    # connections open at once; past it a new one is refused in its handshake (HTTP 503) and counted. Each open one
+    # holds three threads, idle or not; 64 is the policy server's queue (--max-pending): more robots than that
+    # could only wait BUSY
+    max_connections: int = 64
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -205,6 +209,8 @@ class OpenpiConfig:
             raise ConfigError(f"infer_timeout_s must be > 0, got {timeout!r}")
         if type(self.max_message_bytes) is not int or self.max_message_bytes < 1024:
             raise ConfigError(f"max_message_bytes must be an int >= 1024, got {self.max_message_bytes!r}")
+        if type(self.max_connections) is not int or self.max_connections < 1:
+            raise ConfigError(f"max_connections must be an int >= 1, got {self.max_connections!r}")
 
     @property
     def is_local(self) -> bool:

@@ -16,6 +16,9 @@ The protocol (openpi's `serving/websocket_policy_server.py`):
 - `reset()` sends nothing; `GET /healthz` on the same port answers 200 "OK\\n" (503 once the policy server
   stopped); compression off, frames up to OpenpiConfig.max_message_bytes, their structure bounded before they are
   decoded (openpi_codec): one out of bounds gets the error reply, like any refused frame.
+- at most OpenpiConfig.max_connections connections open at once: past it a new one is refused in its handshake
+  (HTTP 503) and counted ("refused"); a connection whose robot stopped answering (keepalive) is logged in one line
+  (openpi_connections).
 No authentication: `start()` refuses a reachable host, or a server with CurveZMQ keys, unless the server's config
 says insecure (OpenpiConfig.check_access).
 """
@@ -35,6 +38,7 @@ from websockets.sync.server import Server, ServerConnection, serve
 from vlash.errors import ConfigError
 from vlash.server.config import OpenpiConfig
 from vlash.server.openpi_codec import packb
+from vlash.server.openpi_connections import ConnectionCap, ConnectionLog
 from vlash.server.openpi_frames import (
     ERROR_CLOSE_CODE,
     ERROR_CLOSE_REASON,
@@ -48,6 +52,9 @@ from vlash.server.openpi_mapping import PROFILES, ObservationMap, load_map
 from vlash.server.server import PolicyServer
 
 log = logging.getLogger(__name__)
+# websockets' keepalive, its defaults written out: a ping every PING_INTERVAL_S; a connection whose pong is not back
+# within PING_TIMEOUT_S is closed, and one whose close is not answered within CLOSE_TIMEOUT_S is dropped
+PING_INTERVAL_S, PING_TIMEOUT_S, CLOSE_TIMEOUT_S = 20.0, 20.0, 10.0
 
 
 class OpenpiEndpoint:
@@ -61,7 +68,9 @@ class OpenpiEndpoint:
             load_map(self.config.map_file) if self.config.map_file else PROFILES[self.config.profile]
         )
         self.url: str | None = None  # ws://host:port once started (port resolved)
-        self.counters = {"connections": 0, "requests": 0, "errors": 0}  # requests served, error replies sent
+        # connections served, requests served, error replies sent, connections refused at max_connections
+        self.counters = {"connections": 0, "requests": 0, "errors": 0, "refused": 0}
+        self._cap = ConnectionCap(self.config.max_connections)
         self._lock = threading.Lock()
         self._ws: Server | None = None
         self._thread: threading.Thread | None = None
@@ -80,7 +89,11 @@ class OpenpiEndpoint:
                 port,
                 compression=None,  # as openpi: images do not deflate, and it costs latency
                 max_size=self.config.max_message_bytes,
-                process_request=self._health,
+                process_request=self._admit,
+                ping_interval=PING_INTERVAL_S,
+                ping_timeout=PING_TIMEOUT_S,
+                close_timeout=CLOSE_TIMEOUT_S,
+                logger=ConnectionLog(logging.getLogger("websockets.server")),
             )
         except OSError as exc:
             raise ConfigError(f"cannot listen on {host}:{port} for openpi clients: {exc}") from exc
@@ -118,12 +131,23 @@ class OpenpiEndpoint:
         self.stop()
 
     # --- one thread per connection -------------------------------------------------------------------
-    def _health(self, connection: ServerConnection, request: Request) -> Response | None:
-        if request.path != "/healthz":
-            return None  # go on with the websocket handshake
-        if self.server.running:
-            return connection.respond(HTTPStatus.OK, "OK\n")
-        return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "policy server stopped\n")
+    def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
+        """The handshake's answer: /healthz, a 503 past max_connections, or None (the websocket opens)."""
+        if request.path == "/healthz":  # answered at the cap too
+            if self.server.running:
+                return connection.respond(HTTPStatus.OK, "OK\n")
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "policy server stopped\n")
+        if self._cap.admit(connection):
+            return None
+        refused = self._count("refused")
+        if refused == 1 or refused % 100 == 0:  # a line for the first and every 100th
+            log.warning(
+                "openpi endpoint: %d connections open, its --openpi-max-connections: refused a new one (%d so far)",
+                self._cap.limit,
+                refused,
+            )
+        text = f"too many openpi connections ({self._cap.limit} open); try again later\n"
+        return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, text)
 
     def _serve_connection(self, conn: ServerConnection) -> None:
         self._count("connections")
@@ -131,6 +155,7 @@ class OpenpiEndpoint:
             peer = ":".join(str(part) for part in conn.remote_address[:2])
         except OSError:  # reset right after the handshake: its socket has no peer left
             log.debug("openpi connection reset before it was served")
+            self._cap.release(conn)
             return
         client = self.server.local_client(self.config.infer_timeout_s, f"openpi {peer}")
         try:
@@ -148,13 +173,14 @@ class OpenpiEndpoint:
                 conn.send(packb(reply_frame(result.actions, result.timing_ms, infer_ms, prev_total_ms)))
                 prev_total_ms = (time.monotonic() - start) * 1e3
         except (ConnectionClosed, ConnectionError):
-            pass  # the robot left (or reset the connection), or stop() closed it
+            pass  # the robot left (or reset the connection, or stopped answering), or stop() closed it
         except Exception as exc:  # a refused request (REQUEST_ERRORS) or a bug: an error reply; the server serves on
             if not isinstance(exc, REQUEST_ERRORS):
                 log.exception("openpi connection %s failed", peer)
             self._fail(conn, peer, error_text(exc))
         finally:
             client.close()
+            self._cap.release(conn)
 
     def _fail(self, conn: ServerConnection, peer: str, message: str) -> None:
         self._count("errors")
@@ -165,6 +191,7 @@ class OpenpiEndpoint:
         except ConnectionClosed:
             pass
 
-    def _count(self, name: str) -> None:
+    def _count(self, name: str) -> int:
         with self._lock:
             self.counters[name] += 1
+            return self.counters[name]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from websockets.frames import CloseCode
 
-from robot_io.protocol import Infer, Metadata
+from robot_io.protocol import Infer, Metadata, RemoteError
 from robot_io.protocol.errors import DeadlineExceeded, ProtocolError
 from vlash.server.openpi_codec import CodecError, unpackb
 from vlash.server.openpi_mapping import ObservationError, ObservationMap, flatten, resolve
@@ -67,5 +67,9 @@ def reply_frame(
 
 def error_text(exc: BaseException) -> str:
     """The error reply's text for a request that failed with `exc`: its message for a refused request
-    (REQUEST_ERRORS), else its type and message (a bug, which the caller logs)."""
+    (REQUEST_ERRORS), else its type and message (a bug, which the caller logs). A refusal of admission
+    (vlash.server.admission) reads "CODE: text" on both openpi servers: the policy server's ERROR (RemoteError)
+    here, the MessageError itself in the fleet's ingress."""
+    if isinstance(exc, RemoteError):
+        return f"{exc.code.value}: {exc.error.message}"
     return str(exc) if isinstance(exc, REQUEST_ERRORS) else f"{type(exc).__name__}: {exc}"

@@ -1,9 +1,9 @@
-"""Wire messages <-> runtime requests: the policy's Metadata, and INFER checked for what `validate_infer` cannot
-know (sampler constraints) before `ChunkRequest.from_infer` turns it into a runtime request."""
+"""What a client learns of the policy: its Metadata (HELLO's reply, openpi's metadata frame). Requests are checked
+against it by the one admission of every entry point (vlash.server.admission)."""
 
 from __future__ import annotations
 
-from robot_io.protocol import CameraSpec, ErrorCode, Infer, MessageError, Metadata, validate_infer
+from robot_io.protocol import CameraSpec, Metadata
 from vlash.runtime.policy_runtime import PolicyRuntime
 
 DEFAULT_CONTROL_RATE_HZ = 50.0
@@ -31,27 +31,3 @@ def policy_metadata(
         schedule=runtime.schedule,
         relative_actions=runtime.processor.relative,
     )
-
-
-def check_infer(infer: Infer, metadata: Metadata) -> None:
-    """Raise MessageError (code to reply) unless the runtime can serve `infer`."""
-    validate_infer(infer, metadata)
-    h = metadata.chunk_length
-    d = 0 if infer.prefix is None else len(infer.prefix)
-    _check(d < h, f"prefix: {d} rows, must be fewer than chunk_length {h}")
-    _check(infer.delay_steps >= 0, f"delay_steps must be >= 0, got {infer.delay_steps}")
-    s = infer.execution_horizon
-    _check(s is None or s >= 1, f"execution_horizon must be >= 1, got {s}")
-    _check(infer.seed is None or 0 <= infer.seed < 2**63, f"seed must be in [0, 2**63), got {infer.seed}")
-    schedule = infer.schedule or metadata.schedule
-    if infer.guidance is not None:
-        _check(len(infer.guidance) >= 1, "guidance: needs at least one row")
-        _check(schedule == "constant", f"guidance (guided RTC) needs schedule 'constant', got {schedule!r}")
-        delay = d if d else infer.delay_steps
-        s = s if s is not None else max(1, h - len(infer.guidance))
-        _check(delay + s <= h, f"delay {delay} + execution_horizon {s} exceeds chunk_length {h}")
-
-
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise MessageError(ErrorCode.BAD_VALUE, message)

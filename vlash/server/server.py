@@ -1,8 +1,9 @@
 """The policy server: a ROUTER socket owned by one thread, the model in another (`InferenceWorker`).
 
-Socket thread: HELLO -> METADATA, INFER -> checked and queued (newest request per client wins, within a
-cancel budget: vlash.server.jobs; the one it replaces gets ERROR DROPPED; a new client's request while
-ServerConfig.max_pending wait gets ERROR BUSY), PING/RESET/STATS answered at once,
+Socket thread: HELLO -> METADATA, INFER -> admitted (vlash.server.admission, as on every entry point) and queued
+(newest request per client wins, within a cancel budget: vlash.server.jobs; the one it replaces gets ERROR DROPPED;
+a new client's request with no place for it among ServerConfig.max_pending, shared fairly between ZeroMQ and
+in-process clients, gets ERROR BUSY: vlash.server.shares), PING/RESET/STATS answered at once,
 anything malformed -> ERROR and keep serving; replies produced by the model thread arrive on an inproc PULL
 socket and are forwarded. A message past the size limits is read part by part and released as it is read
 (robot_io.protocol.receive), then refused.
@@ -43,7 +44,6 @@ from robot_io.protocol import (
     Reset,
     Stats,
     bound_socket,
-    check,
     decode,
     encode,
     receive,
@@ -51,12 +51,12 @@ from robot_io.protocol import (
 from robot_io.protocol.errors import ProtocolError
 from vlash.errors import ConfigError, ServerError
 from vlash.runtime.policy_runtime import PolicyRuntime
+from vlash.server.admission import admit
 from vlash.server.batching import BatchGatherer, batch_limit
 from vlash.server.config import ServerConfig
 from vlash.server.curve import CurveServer
 from vlash.server.jobs import BUSY, Job, JobQueue, ReplySink
 from vlash.server.local_client import LocalClient
-from vlash.server.requests import check_infer
 from vlash.server.stats import ServerStats
 from vlash.server.worker import InferenceWorker
 
@@ -188,23 +188,23 @@ class PolicyServer:
         self.stats.count("resets")
 
     def submit(self, client: bytes, infer: Infer, local: ReplySink | None = None) -> list[Error]:
-        """Check and queue one INFER of `client` (`local`: an in-process client's replies); the ERRORs to send it now,
-        counted: its own refusal (BAD_VALUE, BUSY), or DROPPED for the pending request it replaced."""
+        """Admit and queue one INFER of `client` (`local`: an in-process client's replies, its INFER made in process;
+        None: decoded from the socket); the ERRORs to send it now, counted: its own refusal (admission's BAD_VALUE
+        and the like, BUSY), or DROPPED for the pending request it replaced."""
         self.stats.client(client)
         try:
-            if local is not None:  # made in process: the checks a socket request had when it was decoded
-                infer = check(infer, self.limits)
-            check_infer(infer, self.metadata)
+            request = admit(infer, self.metadata, self.limits, decoded=local is None)
         except MessageError as exc:
             return [self._refusal(exc.code, exc.detail, infer.request_id)]
         if self._stop.is_set():
             return [self._refusal(ErrorCode.BUSY, "server is shutting down", infer.request_id)]
-        job = Job.of(client, infer, local)
+        job = Job.of(client, infer, local, request=request)
         refusals = []
         for old in self.jobs.submit(job):
-            if old is job and old.reason == BUSY:  # refused: the queue is full
+            if old is job and old.reason == BUSY:  # refused: no place for it (vlash.server.shares)
                 self.stats.count("busy")
-                text = f"server busy: {self.config.max_pending} requests waiting; try again"
+                self.stats.count(f"busy_{job.transport}")
+                text = f"server busy: {len(self.jobs)} requests waiting, no place for a new client's; try again"
                 refusals.append(self._refusal(ErrorCode.BUSY, text, infer.request_id))
             elif old is job:  # refused: the queue is closed
                 refusals.append(self._refusal(ErrorCode.BUSY, "server is shutting down", infer.request_id))

@@ -46,7 +46,9 @@ class ServerStats:
             "errors": 0,  # ERROR replies of any other kind
             "resets": 0,  # RESET messages handled
             "hellos": 0,  # handshakes
-            "busy": 0,  # requests refused BUSY (the queue was full); counted in "errors" too
+            "busy": 0,  # requests refused BUSY (no place in the queue); counted in "errors" too
+            "busy_zeromq": 0,  # of which from ZeroMQ robots (the queue's shares: vlash.server.shares)
+            "busy_in_process": 0,  # of which from in-process clients (the openpi endpoint's)
             "batches": 0,  # batches the model thread ran
         }
         self._clients: OrderedDict[bytes, float] = OrderedDict()  # identity -> last heard (clock), oldest first
