@@ -339,6 +339,110 @@ def test_vlash_serve_ray_without_ray_names_the_extra():
     assert "vlash serve --ray needs Ray Serve" in out.stderr and "pip install 'vlash[fleet]'" in out.stderr
 
 
+# --- stopping: SIGTERM as Ctrl-C, Serve's stop bounded, quiet logs off a terminal (fakes for Ray and Serve) ----------
+class FakeRay:
+    """What serve_fleet calls of `ray`, recorded: no cluster."""
+
+    def __init__(self, calls: list) -> None:
+        self.calls, self.up = calls, False
+
+    def is_initialized(self) -> bool:
+        return self.up
+
+    def init(self, **kwargs) -> None:
+        self.up = True
+        self.calls.append("ray.init")
+
+    def shutdown(self) -> None:
+        self.up = False
+        self.calls.append("ray.shutdown")
+
+
+def fake_serve(calls: list) -> SimpleNamespace:
+    """What serve_fleet calls of `serve`: the graceful stop never ends (Serve's, held by open websockets)."""
+
+    async def shutdown_async() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            calls.append("serve stop cut short")
+            raise
+
+    return SimpleNamespace(
+        start=lambda **kwargs: calls.append("serve.start"),
+        run=lambda app, **kwargs: calls.append(("serve.run", kwargs["logging_config"])),
+        shutdown_async=shutdown_async,
+        shutdown=lambda: pytest.fail("serve.shutdown waits 30 s for its controller"),
+        delete=lambda name, _blocking=True: calls.append(("serve.delete", name, _blocking)),
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_stops_the_fleet_as_ctrl_c_does_with_serves_stop_bounded(monkeypatch, sig):
+    """Issue 42: on SIGTERM `vlash serve --ray` took 45 s ("Controller failed to shut down within 30.0s"). Either
+    signal gives Serve's graceful stop SERVE_STOP_S, then shuts the Ray started here down; a stderr that is no
+    terminal (pytest's) gets no colour codes and no access line per request."""
+    calls: list = []
+    monkeypatch.setattr(fleet_app_module, "ray", FakeRay(calls))
+    monkeypatch.setattr(fleet_app_module, "serve", fake_serve(calls))
+    monkeypatch.setattr(fleet_app_module, "SERVE_STOP_S", 0.05, raising=False)
+    monkeypatch.delenv("RAY_COLOR_PREFIX", raising=False)
+    before = signal.getsignal(sig)
+    config = FleetConfig(policy="pi05-tiny", random_weights=True)
+    ready = fleet_app_module.serve_fleet(config, "127.0.0.1", 8000, on_ready=lambda url, c: os.kill(os.getpid(), sig))
+    assert ready and signal.getsignal(sig) is before
+    run = ("serve.run", {"enable_access_log": False})
+    assert calls == ["ray.init", "serve.start", run, "serve stop cut short", "ray.shutdown"]
+    assert os.environ["RAY_COLOR_PREFIX"] == "0"
+
+
+def test_a_fleet_on_a_cluster_is_deleted_without_waiting_and_a_terminal_keeps_rays_logs(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(fleet_app_module, "ray", FakeRay(calls))
+    monkeypatch.setattr(fleet_app_module, "serve", fake_serve(calls))
+    config = FleetConfig(policy="pi05-tiny", random_weights=True)
+    on_ready = lambda url, c: os.kill(os.getpid(), signal.SIGTERM)  # noqa: E731
+    assert fleet_app_module.serve_fleet(config, "127.0.0.1", 8000, "ray://head:10001", on_ready)
+    assert calls[-1] == ("serve.delete", APP_NAME, False) and "ray.shutdown" not in calls  # the cluster lives on
+    assert fleet_app_module.log_settings(SimpleNamespace(isatty=lambda: True)) is None
+
+
+def test_a_websocket_whose_proxy_died_ends_in_one_line_not_a_traceback(caplog):
+    """Stopping the fleet kills Serve's proxy under open websockets: the ingress logged each with a full traceback at
+    ERROR (ActorDiedError from `ws.receive`). Now one INFO line each."""
+    import logging
+
+    from ray.exceptions import ActorDiedError
+
+    class DeadProxySocket:
+        client = SimpleNamespace(host="127.0.0.1", port=5)
+
+        async def accept(self):
+            pass
+
+        async def send_bytes(self, data):
+            pass
+
+        async def receive(self):
+            raise ActorDiedError()
+
+    async def metadata():
+        from tests.server.fake_runtime import METADATA
+
+        return METADATA
+
+    ingress = SimpleNamespace(map_name="auto", _policy_metadata=metadata)
+    serve_log = logging.getLogger("ray.serve")  # Ray's: it does not propagate to the root logger caplog listens on
+    serve_log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="ray.serve"):
+            asyncio.run(OpenpiIngress.func_or_class.openpi(ingress, DeadProxySocket()))
+    finally:
+        serve_log.removeHandler(caplog.handler)
+    assert [(r.levelno, r.exc_info) for r in caplog.records] == [(logging.INFO, None)], caplog.text
+    assert "openpi connection 127.0.0.1:5 ended: ActorDiedError" in caplog.text
+
+
 # --- a fleet on a local Ray cluster -------------------------------------------------------------------------------
 @contextmanager
 def deadline(seconds: float, what: str) -> Iterator[None]:

@@ -6,12 +6,15 @@ vlash serve --ray --policy pi05-tiny --random-weights --num-replicas 2 --openpi-
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 import ray
 import torch
@@ -26,6 +29,11 @@ APP_NAME = "vlash"  # the Serve application's name (serve status, serve.delete)
 # Serve's controller kills an HTTP proxy not ready within this many seconds (Ray's default 5), and serve.start then
 # fails with ActorDiedError; on a loaded 2-core machine or a Jetson the proxy can take longer to start.
 PROXY_READY_TIMEOUT_ENV, PROXY_READY_TIMEOUT_S = "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60"
+# On SIGINT or SIGTERM, Serve's graceful stop gets this long (the ingress replicas close the robots' websockets, about
+# 2 s; requests in flight end with them); then a Ray started here is shut down, which ends what is left. Serve's own
+# wait is 30 s, and open websockets held it past that (45 s in all, "Controller failed to shut down within 30.0s");
+# Ctrl-C in a terminal was quicker only because it reaches Ray's processes too.
+SERVE_STOP_S = 3.0
 
 
 def allow_slow_proxy_start() -> None:
@@ -33,6 +41,28 @@ def allow_slow_proxy_start() -> None:
     set PROXY_READY_TIMEOUT_ENV. Call before ray.init: the local instance's processes inherit the environment (an
     existing cluster keeps its own)."""
     os.environ.setdefault(PROXY_READY_TIMEOUT_ENV, PROXY_READY_TIMEOUT_S)
+
+
+def log_settings(stream: TextIO) -> dict[str, Any] | None:
+    """Serve's logging_config for a driver that logs to `stream` (its stderr): None on a terminal (Ray's own). On
+    anything else (a service's log, a file) no colour codes (RAY_COLOR_PREFIX=0, unless the user set it: Ray colours
+    the lines it forwards whatever the stream) and no access line per request (Serve's, one per chunk of every robot:
+    the flood); warnings, errors and vlash's own lines still come through."""
+    if stream.isatty():
+        return None
+    os.environ.setdefault("RAY_COLOR_PREFIX", "0")
+    return {"enable_access_log": False}
+
+
+def stop_serve(started_ray: bool, timeout_s: float) -> None:
+    """Stop the fleet within about `timeout_s`: on a Ray started here, Serve stops gracefully while that lasts (the
+    caller's ray.shutdown then ends what is left); on a cluster, the application is deleted without waiting (the
+    cluster's controller finishes it)."""
+    if not started_ray:
+        serve.delete(APP_NAME, _blocking=False)
+        return
+    with contextlib.suppress(TimeoutError):  # usual with robots connected: the replicas left end with Ray
+        asyncio.run(asyncio.wait_for(serve.shutdown_async(), timeout_s))
 
 
 def fleet_app(config: FleetConfig) -> Application:
@@ -73,11 +103,12 @@ def serve_fleet(
     on_ready: Callable[[str, FleetConfig], None] | None = None,
     auto_gpus: bool = False,
 ) -> bool:
-    """Run the fleet until SIGINT or SIGTERM (call from the main thread): on the cluster at `address` (None: a local
-    Ray started here and shut down at the end), its HTTP proxy on host:port. `auto_gpus` (`config` has device auto
-    and num_gpus 0): once Ray is up, one GPU per replica where `auto_replica_gpus` finds them. `on_ready(url,
-    config)` gets the robots' ws:// URL and the config served once every replica runs. False when a signal came
-    before that (the start was abandoned, cleaned up)."""
+    """Run the fleet until SIGINT or SIGTERM (call from the main thread), either one stopping it the same way, in about
+    SERVE_STOP_S (`stop_serve`): on the cluster at `address` (None: a local Ray started here and shut down at the end),
+    its HTTP proxy on host:port, logging as `log_settings` says for this process's stderr. `auto_gpus` (`config` has
+    device auto and num_gpus 0): once Ray is up, one GPU per replica where `auto_replica_gpus` finds them.
+    `on_ready(url, config)` gets the robots' ws:// URL and the config served once every replica runs. False when a
+    signal came before that (the start was abandoned, cleaned up)."""
     stop, waiting = threading.Event(), threading.Event()  # waiting: in serve.run's wait for the replicas
 
     def on_signal(*_: object) -> None:
@@ -87,6 +118,7 @@ def serve_fleet(
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     started_ray = not ray.is_initialized() and address is None
+    logs = log_settings(sys.stderr)  # before ray.init: the lines it forwards
     ready = False
     try:
         if not ray.is_initialized():
@@ -99,7 +131,7 @@ def serve_fleet(
         serve.start(http_options={"host": host, "port": port})
         if not stop.is_set():
             waiting.set()
-            serve.run(fleet_app(config), name=APP_NAME, route_prefix="/")  # returns once every replica runs
+            serve.run(fleet_app(config), name=APP_NAME, route_prefix="/", logging_config=logs)  # every replica runs
             waiting.clear()
             ready = True
             if on_ready is not None:
@@ -110,10 +142,7 @@ def serve_fleet(
     finally:
         waiting.clear()
         if ray.is_initialized():  # not when ray.init was interrupted (serve would start a Ray to shut down)
-            if started_ray:
-                serve.shutdown()
-            else:
-                serve.delete(APP_NAME)
+            stop_serve(started_ray, SERVE_STOP_S)
         if started_ray:
             ray.shutdown()
         for sig, handler in previous.items():

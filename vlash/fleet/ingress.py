@@ -106,6 +106,8 @@ class OpenpiIngress:
                 prev_total_ms = (time.monotonic() - start) * 1e3
         except WebSocketDisconnect:
             pass  # the robot left
+        except RayActorError as exc:  # the websocket's own proxy died (the fleet stops): no reply can reach the robot
+            log.info("openpi connection %s ended: %s", peer, type(exc).__name__)
         except Exception as exc:  # a refused request (REQUEST_ERRORS) or a bug: an error reply; the ingress serves on
             if not isinstance(exc, REQUEST_ERRORS):
                 log.exception("openpi connection %s failed", peer)
