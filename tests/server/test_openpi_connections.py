@@ -18,6 +18,7 @@ import vlash.server.openpi_endpoint as openpi_endpoint
 from tests.server.test_openpi_endpoint import OpenpiTestClient
 from vlash.errors import ConfigError
 from vlash.server.config import OpenpiConfig
+from vlash.server.openpi_connections import RefusalPace
 from vlash.server.openpi_endpoint import OpenpiEndpoint
 
 WAIT_S = 30.0  # the longest a condition below is waited for (a busy 2-core machine)
@@ -38,7 +39,7 @@ def _refused_status(url: str) -> int:
 
 
 def test_connections_past_the_cap_are_refused_with_503_and_hold_no_thread(server):
-    config = OpenpiConfig(port=0, max_connections=2, infer_timeout_s=WAIT_S)
+    config = OpenpiConfig(port=0, max_connections=2, infer_timeout_s=WAIT_S, refusal_delay_s=0)
     with OpenpiEndpoint(server, config) as endpoint:
         first, second = OpenpiTestClient(endpoint.url), OpenpiTestClient(endpoint.url)
         threads = threading.active_count()
@@ -105,3 +106,35 @@ def test_the_cap_is_the_openpi_max_connections_flag_of_vlash_serve_and_no_fleets
         OPENPI_FLAGS.build(parse_args([*preset, "--openpi-max-connections", "0"]))
     with pytest.raises(ConfigError, match="--openpi-max-connections configure the ZeroMQ server"):
         check_args(parse_args([*preset, "--ray", "--openpi-max-connections", "8"]))  # the ingress has no such cap
+
+
+def test_a_refusal_is_sent_refusal_delay_s_late_and_a_client_retrying_at_once_is_refused_once_per_delay(server):
+    delay_s = 0.5
+    config = OpenpiConfig(port=0, max_connections=1, infer_timeout_s=WAIT_S, refusal_delay_s=delay_s)
+    with OpenpiEndpoint(server, config) as endpoint:
+        held = OpenpiTestClient(endpoint.url)
+        began = time.monotonic()
+        assert _refused_status(endpoint.url) == 503  # past the cap
+        assert time.monotonic() - began >= delay_s  # a lower bound: no machine answers sooner than asked
+        began = time.monotonic()
+        message, code = held.error(b"\xc1")  # a frame that is no msgpack: the error reply, held back as well
+        assert time.monotonic() - began >= delay_s and code == 1011, message
+        assert endpoint.counters["refused"] == 1 and endpoint.counters["errors"] == 1
+
+
+def test_refusal_pace_lets_at_most_limit_wait_and_stop_releases_them():
+    pace = RefusalPace(delay_s=30.0, limit=1)
+    waiting = threading.Thread(target=pace.wait)
+    waiting.start()
+    deadline = time.monotonic() + WAIT_S
+    while pace._slots._value and time.monotonic() < deadline:  # noqa: SLF001 - the one waiting holds the slot
+        time.sleep(0.01)
+    began = time.monotonic()
+    pace.wait()  # the limit is reached: at once, not 30 s
+    assert time.monotonic() - began < 15.0
+    pace.stop()
+    waiting.join(15.0)
+    assert not waiting.is_alive(), "stop() releases a waiting refusal"
+    with pytest.raises(ConfigError, match="refusal_delay_s must be in"):
+        OpenpiConfig(refusal_delay_s=-1)
+    assert OpenpiConfig().refusal_delay_s == 1.0

@@ -38,8 +38,8 @@ MAX_HOSTILE_FRAMES = 200  # the hostile client's bound, should the ZeroMQ reques
 
 
 @pytest.fixture(scope="module")
-def endpoint(server):
-    with OpenpiEndpoint(server, OpenpiConfig(port=0, infer_timeout_s=TIMEOUT_S)) as ep:
+def endpoint(server):  # refusals at once: hundreds of refused frames (their pacing: test_openpi_connections.py)
+    with OpenpiEndpoint(server, OpenpiConfig(port=0, infer_timeout_s=TIMEOUT_S, refusal_delay_s=0)) as ep:
         yield ep
 
 

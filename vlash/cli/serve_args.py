@@ -29,7 +29,7 @@ SERVER_FLAGS = ConfigFlags(
 )
 OPENPI_FLAGS = ConfigFlags(
     OpenpiConfig,
-    "port host profile map_file max_connections",
+    "port host profile map_file max_connections refusal_delay_s",
     prefix="openpi_",
     notes={"port": "(given: openpi clients are served; with --ray always, on the ingress's port, default: {default})"},
 )
@@ -103,7 +103,10 @@ ACCEPTED = {
 
 # the ZeroMQ server's flags (dests), which a fleet refuses rather than ignores, and the fleet's own
 ZMQ_ONLY = ("bind", "curve_keys", "allow_dir", "inject_latency_ms", "threads", "stats_every", "max_pending")
-ZMQ_ONLY += ("openpi_max_connections",)  # the endpoint of `vlash serve` (threads per connection); not the ingress
+ZMQ_ONLY += (
+    "openpi_max_connections",
+    "openpi_refusal_delay_s",
+)  # `vlash serve`'s endpoint (a thread per connection), not the ingress
 FLEET_ONLY = ("num_replicas", "num_gpus", "ray_address")
 # the settings a fleet takes from the server's and the openpi endpoint's flags (FleetConfig fields)
 FLEET_SHARED = ("steps", "schedule", "max_batch", "batch_wait_ms")

@@ -187,6 +187,10 @@ class OpenpiConfig:
     # holds three threads, idle or not; 64 is the policy server's queue (--max-pending): more robots than that
     # could only wait BUSY
     max_connections: int = 64
+    # a refused connection or request gets its refusal this many seconds late (its thread waits, using no CPU; at
+    # most max_connections wait at once), so a client that retries at once costs the server one refusal a second,
+    # not hundreds: refusing a 16 MiB frame takes ~16 ms of CPU the robots share. 0: at once
+    refusal_delay_s: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -211,6 +215,9 @@ class OpenpiConfig:
             raise ConfigError(f"max_message_bytes must be an int >= 1024, got {self.max_message_bytes!r}")
         if type(self.max_connections) is not int or self.max_connections < 1:
             raise ConfigError(f"max_connections must be an int >= 1, got {self.max_connections!r}")
+        delay = self.refusal_delay_s
+        if not (isinstance(delay, int | float) and math.isfinite(delay) and 0 <= delay <= 60):
+            raise ConfigError(f"refusal_delay_s must be in [0, 60] seconds, got {delay!r}")
 
     @property
     def is_local(self) -> bool:

@@ -6,6 +6,12 @@ and its buffers, for as long as the robot keeps it open, idle or not. `Connectio
 OpenpiConfig.max_connections, a new connection is refused in its handshake (HTTP 503, counted) and its thread ends
 at once. A connection that stopped answering (keepalive pings unanswered, its close not acknowledged) is a robot gone,
 not a bug: `ConnectionLog` logs it in one line, where websockets logs a full traceback at ERROR for each.
+
+A refusal (a connection past the cap, a frame or request refused) costs the server a little each time, and a client
+that retries at once can repeat it hundreds of times a second: a 16 MiB frame takes ~16 ms of the server's CPU to
+receive, a refused handshake a thread and an HTTP exchange. `RefusalPace` holds every refusal back for
+OpenpiConfig.refusal_delay_s before it is sent (the connection's thread waits, using no CPU), so one connection costs
+at most one refusal per delay; at most `limit` refusals wait at once, and one past that goes out at once.
 """
 
 from __future__ import annotations
@@ -50,6 +56,27 @@ class ConnectionCap:
     def open(self) -> int:
         with self._lock:
             return len(self._open)
+
+
+class RefusalPace:
+    """Holds each refusal back for `delay_s` (see the module docstring); `stop()` lets every waiting one go."""
+
+    def __init__(self, delay_s: float, limit: int) -> None:
+        self.delay_s = delay_s
+        self._slots = threading.BoundedSemaphore(limit)
+        self._stopping = threading.Event()
+
+    def wait(self) -> None:
+        """Return after `delay_s`, at once when `limit` refusals already wait or once stopped."""
+        if self.delay_s <= 0 or not self._slots.acquire(blocking=False):
+            return
+        try:
+            self._stopping.wait(self.delay_s)
+        finally:
+            self._slots.release()
+
+    def stop(self) -> None:
+        self._stopping.set()
 
 
 def _alive(conn: ServerConnection) -> bool:

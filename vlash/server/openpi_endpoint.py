@@ -17,8 +17,9 @@ The protocol (openpi's `serving/websocket_policy_server.py`):
   stopped); compression off, frames up to OpenpiConfig.max_message_bytes, their structure bounded before they are
   decoded (openpi_codec): one out of bounds gets the error reply, like any refused frame.
 - at most OpenpiConfig.max_connections connections open at once: past it a new one is refused in its handshake
-  (HTTP 503) and counted ("refused"); a connection whose robot stopped answering (keepalive) is logged in one line
-  (openpi_connections).
+  (HTTP 503) and counted ("refused"); every refusal (that 503, an error reply) goes out OpenpiConfig.refusal_delay_s
+  late, so a client retrying at once cannot make refusing cost the robots; a connection whose robot stopped
+  answering (keepalive) is logged in one line (openpi_connections).
 No authentication: `start()` refuses a reachable host, or a server with CurveZMQ keys, unless the server's config
 says insecure (OpenpiConfig.check_access).
 """
@@ -38,7 +39,7 @@ from websockets.sync.server import Server, ServerConnection, serve
 from vlash.errors import ConfigError
 from vlash.server.config import OpenpiConfig
 from vlash.server.openpi_codec import packb
-from vlash.server.openpi_connections import ConnectionCap, ConnectionLog
+from vlash.server.openpi_connections import ConnectionCap, ConnectionLog, RefusalPace
 from vlash.server.openpi_frames import (
     ERROR_CLOSE_CODE,
     ERROR_CLOSE_REASON,
@@ -71,6 +72,7 @@ class OpenpiEndpoint:
         # connections served, requests served, error replies sent, connections refused at max_connections
         self.counters = {"connections": 0, "requests": 0, "errors": 0, "refused": 0}
         self._cap = ConnectionCap(self.config.max_connections)
+        self._pace = RefusalPace(self.config.refusal_delay_s, self.config.max_connections)
         self._lock = threading.Lock()
         self._ws: Server | None = None
         self._thread: threading.Thread | None = None
@@ -118,6 +120,7 @@ class OpenpiEndpoint:
         bounded by OpenpiConfig.infer_timeout_s. Call before `PolicyServer.stop()`."""
         if self._ws is None:
             return
+        self._pace.stop()
         self._ws.shutdown()
         if self._thread is not None:
             self._thread.join(timeout_s)
@@ -147,6 +150,7 @@ class OpenpiEndpoint:
                 refused,
             )
         text = f"too many openpi connections ({self._cap.limit} open); try again later\n"
+        self._pace.wait()
         return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, text)
 
     def _serve_connection(self, conn: ServerConnection) -> None:
@@ -185,6 +189,7 @@ class OpenpiEndpoint:
     def _fail(self, conn: ServerConnection, peer: str, message: str) -> None:
         self._count("errors")
         log.info("openpi request from %s refused: %s", peer, message)
+        self._pace.wait()
         try:
             conn.send(message)  # a text frame: openpi's client raises RuntimeError with it
             conn.close(ERROR_CLOSE_CODE, ERROR_CLOSE_REASON)
