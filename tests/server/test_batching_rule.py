@@ -84,3 +84,12 @@ def test_service_times_are_a_running_median_per_size():
     times.record(2, 0.030)
     assert times.estimate(1) == pytest.approx(0.020) and times.extra_s(2) == pytest.approx(0.010)
     assert times.extra_s(3) == 0.0  # L(3) not measured: counts as L(1)
+
+
+def test_the_shared_batch_ends_within_a_control_period_of_one_request_alone():
+    clock = FakeClock()
+    assert gatherer(clock).shared_size() == 4  # nothing measured: no cost known
+    assert gatherer(clock, L1=0.050, L4=0.300).shared_size() == 1  # a CPU: L(2) ~ 0.133 by the straight line
+    assert gatherer(clock, L1=0.050, L2=0.060, L4=0.300).shared_size() == 2  # L(3) ~ 0.18: 0.13 over L(1)
+    assert gatherer(clock, L1=0.050, L4=0.055).shared_size() == 4  # a GPU: a batch costs about one request
+    assert gatherer(clock, L1=0.050, L2=0.055).shared_size() == 4  # no size above 2 measured: counts as L(1)

@@ -141,7 +141,7 @@ def test_a_socket_thread_that_dies_stops_the_server_and_reports_why(dealer, serv
 def test_a_model_thread_that_dies_stops_the_server_and_reports_why(server, monkeypatch, failures):
     boom = RuntimeError("queue broke")
 
-    def broken(max_jobs: int, timeout_s: float, gather=None) -> None:
+    def broken(max_jobs: int, timeout_s: float, gather=None, shared_max=None) -> None:
         raise boom
 
     monkeypatch.setattr(server.jobs, "take_batch", broken)  # the model thread's loop, outside any request

@@ -170,3 +170,25 @@ def test_with_one_place_the_transports_never_hold_it_back_for_each_other():
     assert robot is not None and sim.queue.take_batch(1, 0.0) == [robot]
     sim.queue.done(robot)
     assert sim.send(b"ws", _sink) is not None
+
+
+def test_while_a_robot_is_active_a_batch_of_the_flood_is_at_most_shared_max():
+    """Issue 42's measured run: on a CPU a batch of 8 costs ~5x one request, so a robot that arrives while one runs
+    waited for it; while another transport is active (heard from lately, not only ready), the batch is capped."""
+    sim = Sim()
+    robot = sim.send(ROBOT, None)
+    assert sim.queue.take_batch(MAX_BATCH, 0.0, shared_max=2) == [robot]
+    sim.queue.done(robot)  # the robot thinks: heard from, nothing ready
+    flood = [sim.send(f"ws-{i}".encode(), _sink) for i in range(20)]
+    assert sim.queue.take_batch(MAX_BATCH, 0.0, shared_max=2) == flood[:2]
+    sim.now_ns += int(2 * ACTIVE_CLIENT_S * 1e9)  # the robot went quiet: the flood alone takes whole batches
+    assert sim.queue.take_batch(MAX_BATCH, 0.0, shared_max=2) == flood[2:10]
+
+
+def test_while_both_transports_have_jobs_ready_a_batch_takes_one_transports_only():
+    sim = Sim()
+    websocket = [sim.send(f"ws-{i}".encode(), _sink) for i in range(3)]
+    sim.now_ns += 1
+    robots = [sim.send(f"robot-{i}".encode(), None) for i in range(2)]
+    assert sim.queue.take_batch(MAX_BATCH, 0.0, shared_max=MAX_BATCH) == websocket  # the oldest turn leads
+    assert sim.queue.take_batch(MAX_BATCH, 0.0, shared_max=MAX_BATCH) == robots

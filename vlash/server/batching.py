@@ -6,6 +6,13 @@ running it alone at once (t0 + L(1)) the wait costs it now + L(b + 1) - (t0 + L(
 only while that cost is below one control period T (1 / the policy's control rate, METADATA's `control_rate_hz`),
 now - t0 < batch_wait_s, and b < max_batch; a batch of max_batch is taken at once.
 
+While more than one transport is active (ZeroMQ robots and openpi clients, vlash.server.shares), a batch takes one
+transport's requests only, and at most `shared_size()` of them: the largest b whose L(b) - L(1) stays below T (at
+least 1; an unmeasured b between two measured sizes is interpolated between them). A robot of the other transport
+then waits for one batch that ends less than a control period later than one request alone would, however many
+requests the other transport has waiting; on a device where a batch of b costs about what one request does, that is
+still max_batch.
+
 L(b) is the running median of the measured service times of batches of b (model time from the batch's start to
 its last result, including the emulated latency of `inject_latency_ms`). A size not measured yet counts as L(1):
 no cost estimate, so until then only batch_wait_s bounds the wait; without any measurement of L(1) the cost is 0
@@ -47,6 +54,18 @@ class ServiceTimes:
         times = self._times.get(size)
         return statistics.median(times) if times else None
 
+    def interpolated(self, size: int) -> float | None:
+        """L(size), or for a size not measured yet the straight line between the nearest measured sizes below and
+        above it (a batch costs at least what a smaller one does); None without a measured size on both sides."""
+        if (measured := self.estimate(size)) is not None:
+            return measured
+        below = max((b for b in self._times if b < size), default=None)
+        above = min((b for b in self._times if b > size), default=None)
+        if below is None or above is None:
+            return None
+        low, high = self.estimate(below), self.estimate(above)
+        return low + (high - low) * (size - below) / (above - below)
+
     def extra_s(self, size: int) -> float:
         """L(size) - L(1): how much later a batch of `size` ends than one request alone (see the module
         docstring for sizes not measured yet)."""
@@ -84,6 +103,19 @@ class BatchGatherer:
         return min(by_wait, by_deadline)
 
     __call__ = wait_s
+
+    def shared_size(self) -> int:
+        """The largest batch the model thread takes while several transports have requests ready: L(b) - L(1) < T
+        (see the module docstring); a size not measured yet is interpolated between measured ones, and counts as
+        L(1) without a measured size above it; at least 1."""
+        alone = self.times.estimate(1)
+        size = 1
+        while size < self.max_batch:
+            batched = self.times.interpolated(size + 1)
+            if alone is not None and batched is not None and batched - alone >= self.control_period_s:
+                break
+            size += 1
+        return size
 
     def measured(self, size: int, seconds: float) -> None:
         """A batch of `size` took `seconds` of model time."""

@@ -7,9 +7,10 @@ than its turn comes would never be served); a request sent while the same client
 that one ends (no client holds a turn while it is served).
 
 The socket thread submits and resets; the model thread takes a batch of jobs at a time (`take_batch`: up to
-max_jobs clients' pending jobs, the transports in turn and oldest turn first within each; one job per client, so
-several may run at once). A job that is already running is not removed but cancelled (its `cancelled` event is set);
-the model thread notices between denoise steps and drops it from its batch.
+max_jobs clients' pending jobs, oldest turn first; while several transports are active, one transport's per batch,
+the transports in turn (vlash.server.shares); one job per client, so several may run at once). A job that is
+already running is not removed but cancelled (its `cancelled` event is set); the model thread notices between
+denoise steps and drops it from its batch.
 
 Gathering waits only for clients that are expected to send: a client heard from (a request received) in the last
 ACTIVE_CLIENT_S seconds that has no request pending. A robot alone on the server is never held back for a batch
@@ -84,7 +85,7 @@ class Job:
         received_ns: int | None = None,
         request: ChunkRequest | None = None,
     ) -> Job:
-        """The job of `infer`: `request`, what admission made of it (vlash.server.admission.admit); None: made here
+        """The job of `infer`: `request`, what admission made of it (vlash.runtime.admission.admit); None: made here
         from `infer`, taken as admitted already (tests of the queue)."""
         received = time.monotonic_ns() if received_ns is None else received_ns
         request = ChunkRequest.from_infer(infer) if request is None else request
@@ -170,12 +171,14 @@ class JobQueue:
         batch = self.take_batch(1, timeout_s)
         return batch[0] if batch else None
 
-    def take_batch(self, max_jobs: int, timeout_s: float, gather: GatherRule | None = None) -> list[Job]:
+    def take_batch(
+        self, max_jobs: int, timeout_s: float, gather: GatherRule | None = None, shared_max: int | None = None
+    ) -> list[Job]:
         """Up to `max_jobs` pending jobs of distinct clients, the transports in turn and oldest turn first within
         each (vlash.server.shares), now running; [] after `timeout_s` with none pending, or once closed. With
         `gather`, once a job is pending and fewer than `max_jobs` are, wait for more as long as
         `gather(t0_s, pending)` allows (see GatherRule) and another client is expected to send (see the module
-        docstring)."""
+        docstring). `shared_max`: the largest batch while several transports have jobs ready (None: `max_jobs`)."""
         with self._cond:
             if not self._ready() and not self._closed:
                 self._cond.wait(timeout_s)
@@ -188,8 +191,8 @@ class JobQueue:
                 self._cond.wait(wait_s)  # a submit wakes it: the rule is asked again with one more pending
             if self._closed:
                 return []
-            batch = self.shares.interleave(self._ready())[:max_jobs]
-            self.shares.led(batch)
+            self.shares.forget_quiet(self._clock())  # a transport whose clients went quiet is no longer active
+            batch = self.shares.batch(self._ready(), max_jobs, max_jobs if shared_max is None else shared_max)
             for job in batch:
                 del self._pending[job.client]
                 self._running[job.client] = job

@@ -7,9 +7,11 @@ accepted or not) in the last ACTIVE_CLIENT_S, or has a request pending. Each act
 share of the queue's `max_pending` places, max_pending // (active transports), but no more than it has clients heard
 from: a place owed and not taken is kept free for that transport. So a flood of websocket clients cannot take the
 place of a ZeroMQ robot, and a robot alone holds back only the one place it uses; a transport with no other active
-uses every place. The model thread serves the transports in turn (`interleave`): a batch takes one ready job of each
-transport at a time, and the transport that led the last batch goes last, so a robot waits for at most one batch of
-the other transport's clients, however many of them are waiting.
+uses every place. The model thread serves the transports in turn (`batch`): while both are active, a batch takes one
+transport's requests only, the one that did not lead the last batch, and no more of them than a batch that ends
+within one control period of a single request (vlash.server.batching, `shared_size`); so a robot waits for at most
+one short batch of the other transport's clients, however many of them are waiting, and then runs in a batch of its
+own transport's requests.
 
 Claims. A client refused BUSY keeps a claim to a place: while claims are open, a place that frees goes to the claimant
 of the same transport refused first, not to a newcomer, and the claimant's request takes the turn of its first
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import chain, zip_longest
+from itertools import chain
 from typing import Protocol
 
 ZEROMQ = "zeromq"  # a robot on the ZeroMQ socket
@@ -121,16 +123,18 @@ class Shares:
         self._heard_per.clear()
         self._claims.clear()
 
-    def interleave(self, ready: list[Queued]) -> list[Queued]:
-        """`ready` in serving order: the transports in turn, one job each, oldest turn first within a transport; the
-        transport that led the last batch goes last."""
+    def batch(self, ready: list[Queued], max_jobs: int, shared_max: int) -> list[Queued]:
+        """The jobs the next batch takes of `ready`, in serving order: the transports in turn, oldest turn first within
+        a transport, the transport that led the last batch last. While more than one transport is active (a client
+        heard from in the last ACTIVE_CLIENT_S, or a job ready), only the leading transport's, at most `shared_max`
+        (see the module docstring); else up to `max_jobs`."""
         lanes: dict[str, list[Queued]] = {}
         for job in sorted(ready, key=lambda j: j.turn_ns):
             lanes.setdefault(job.transport, []).append(job)
-        order = sorted(lanes, key=lambda t: (t == self._lead, lanes[t][0].turn_ns))
-        return [job for row in zip_longest(*(lanes[t] for t in order)) for job in row if job is not None]
-
-    def led(self, batch: list[Queued]) -> None:
-        """The model thread took `batch` (in `interleave`'s order)."""
-        if batch:
-            self._lead = batch[0].transport
+        if not lanes:
+            return []
+        lead = min(lanes, key=lambda t: (t == self._lead, lanes[t][0].turn_ns))
+        active = {t for t, n in self._heard_per.items() if n > 0} | lanes.keys()
+        batch = lanes[lead][: min(max_jobs, shared_max) if len(active) > 1 else max_jobs]
+        self._lead = lead
+        return batch

@@ -93,7 +93,9 @@ class InferenceWorker(threading.Thread):
         self._push.connect(self._outbox)
         try:
             while not self._stopping.is_set():
-                batch = self.jobs.take_batch(self.gatherer.max_batch, timeout_s=0.1, gather=self.gatherer)
+                batch = self.jobs.take_batch(
+                    self.gatherer.max_batch, 0.1, gather=self.gatherer, shared_max=self.gatherer.shared_size()
+                )
                 try:
                     if batch:
                         self._serve_batch(batch)
