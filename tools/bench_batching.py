@@ -301,7 +301,7 @@ def _load() -> str:
 def run_all(args: argparse.Namespace) -> list[dict]:
     """Every cell: per policy and N, the rounds, each running both modes in turn (ABAB...)."""
     from vlash.runtime.loading import load_runtime
-    from vlash.server.requests import policy_metadata
+    from vlash.runtime.metadata import policy_metadata
 
     total, cells, began = len(args.policies) * len(args.robots) * args.rounds * len(MODES), [], time.monotonic()
     for policy in args.policies:

@@ -14,7 +14,7 @@ from vlash.policies.formats.loading import load_policy
 from vlash.policies.names.shipped import shipped_root
 from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.config import ServerConfig
-from vlash.server.requests import policy_metadata
+from vlash.runtime.metadata import policy_metadata
 from vlash.server.server import PolicyServer
 from vlash.sim.robot import SimRobot
 from vlash.sim.tasks.reach import ReachConfig

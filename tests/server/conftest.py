@@ -21,7 +21,7 @@ from vlash.policies.pi05.weights import build_random
 from vlash.policies.processing.normalization import FeatureNorm, Normalizer, NormMode
 from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.config import ServerConfig
-from vlash.server.requests import policy_metadata
+from vlash.runtime.metadata import policy_metadata
 from vlash.server.server import PolicyServer
 
 MICRO = Path(__file__).parents[1] / "train" / "pi05-micro.yaml"  # ~0.1M parameters: fast on a busy CPU

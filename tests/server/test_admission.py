@@ -1,7 +1,7 @@
-"""One admission on every entry point (vlash.server.admission): the same bad requests sent over ZeroMQ (loopback), over
-the openpi websocket and through the Ray fleet's request path (its ingress's function, no Ray) get the same refusal:
-the same ErrorCode and text. Issue 42: the fleet once took a 100,000-character prompt, a NaN state and a 5000-px
-image (its `encode` checked nothing)."""
+"""One admission on every entry point (vlash.runtime.admission): the same bad requests sent over ZeroMQ (loopback), over
+the openpi websocket, through the Ray fleet's request path (its ingress's function, no Ray) and through the evaluation
+harness's learned policy get the same refusal: the same ErrorCode and text. Issue 42: the fleet once took a
+100,000-character prompt, a NaN state and a 5000-px image (its `encode` checked nothing)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import pytest
 from robot_io.protocol import Error, ErrorCode, Infer, MessageError, decode, encode
 from tests.server.conftest import PROMPT, image, raw_dealer
 from tests.server.test_openpi_endpoint import OpenpiTestClient
+from vlash.eval.policies import LearnedPolicy
 from vlash.fleet.openpi_requests import chunk_request
-from vlash.server.admission import admit
+from vlash.policies.formats.loading import load_policy
+from vlash.runtime.admission import admit
 from vlash.server.config import OpenpiConfig
 from vlash.server.openpi_codec import packb
 from vlash.server.openpi_endpoint import OpenpiEndpoint
@@ -79,19 +81,33 @@ def _fleet_refusal(server, frame: bytes, default_prompt: str | None = None) -> s
     return error_text(refused.value)
 
 
+def _eval_refusal(learned: LearnedPolicy, fields: dict) -> str:
+    """What the evaluation harness's learned policy raises for the INFER of `fields` (its simulated link's request)."""
+    plan = learned.planner(env=None, commanded=None, action_stride=1)
+    with pytest.raises(MessageError) as refused:
+        plan(Infer(1, 0, time.time_ns(), fields["prompt"], fields["images"], fields["state"]))
+    return error_text(refused.value)
+
+
 @pytest.fixture(scope="module")
-def endpoint(server):
-    with OpenpiEndpoint(server, OpenpiConfig(port=0, infer_timeout_s=TIMEOUT_S)) as ep:
+def endpoint(server):  # refusals at once (their pacing: test_openpi_connections.py)
+    with OpenpiEndpoint(server, OpenpiConfig(port=0, infer_timeout_s=TIMEOUT_S, refusal_delay_s=0)) as ep:
         yield ep
 
 
+@pytest.fixture(scope="module")
+def learned(policy_dir):
+    return LearnedPolicy(load_policy(policy_dir))
+
+
 @pytest.mark.parametrize("case", list(BAD))
-def test_every_entry_point_refuses_a_bad_request_with_the_same_code_and_text(server, endpoint, case):
+def test_every_entry_point_refuses_a_bad_request_with_the_same_code_and_text(server, endpoint, learned, case):
     fields = _fields(**BAD[case])
     zeromq = _zeromq_refusal(server, fields)
     assert zeromq.startswith(f"{ErrorCode.BAD_VALUE.value}: "), zeromq
     assert _websocket_refusal(endpoint.url, _frame(fields)) == zeromq
     assert _fleet_refusal(server, _frame(fields)) == zeromq
+    assert _eval_refusal(learned, fields) == zeromq
     assert server.running
 
 

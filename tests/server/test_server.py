@@ -13,7 +13,7 @@ from robot_io.protocol import Actions, Error, ErrorCode, Infer
 from tests.server.conftest import PROMPT, STEPS, image, make_runtime, start_server
 from vlash.errors import ConfigError, ServerError
 from vlash.server.config import ServerConfig
-from vlash.server.requests import policy_metadata
+from vlash.runtime.metadata import policy_metadata
 from vlash.server.server import PolicyServer
 
 TIMEOUT_S = 10.0

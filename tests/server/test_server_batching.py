@@ -19,7 +19,7 @@ from tests.server.fake_runtime import WAIT_S, FakeRuntime, fake_infer, last_repl
 from vlash.errors import ConfigError
 from vlash.runtime.policy_runtime import ChunkRequest
 from vlash.server.config import ServerConfig
-from vlash.server.requests import policy_metadata
+from vlash.runtime.metadata import policy_metadata
 from vlash.server.server import PolicyServer
 from vlash.server.stats import MAX_CLIENT_ROWS, ServerStats
 

@@ -33,7 +33,7 @@ from vlash.policies.names.source import PolicyKind, PolicySource, looks_like_pat
 from vlash.runtime.loading import LoadedRuntime, load_runtime
 from vlash.server.config import OpenpiConfig, ServerConfig
 from vlash.server.openpi_endpoint import OpenpiEndpoint
-from vlash.server.requests import policy_metadata
+from vlash.runtime.metadata import policy_metadata
 from vlash.server.server import PolicyServer
 
 

@@ -11,12 +11,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from robot_io.protocol import Infer
+from robot_io.protocol import Infer, Limits
 from vlash.eval.link import PlanResult, oracle_result
 from vlash.sim.oracle import Commanded, ExpertPlanner
 from vlash.sim.robot import SIM_CAMERA
 
 Planner = Callable[[Infer], PlanResult]
+LIMITS = Limits()  # a served policy's (ServerConfig's default)
 
 
 class ChunkPolicy(Protocol):
@@ -50,10 +51,12 @@ class OraclePolicy:
 
 class LearnedPolicy:
     """A trained pi0.5 policy directory behind the harness (torch engine, eager), through
-    `vlash.runtime.PolicyRuntime`: the same request -> chunk path as the server."""
+    `vlash.runtime.PolicyRuntime`: the same request -> chunk path as the server, each request admitted as every entry
+    point admits one (vlash.runtime.admission: a request the server would refuse fails the evaluation)."""
 
     def __init__(self, policy, num_steps: int | None = None, guidance_weight: float = 5.0) -> None:
         from vlash.engines.base import create_engine  # extra: server
+        from vlash.runtime.metadata import policy_metadata  # extra: server
         from vlash.runtime.policy_runtime import PolicyRuntime  # extra: server
 
         self.policy = policy
@@ -65,12 +68,14 @@ class LearnedPolicy:
         engine = create_engine("torch", model=policy.model.eval())
         self.runtime = PolicyRuntime(policy, engine, num_steps=self.num_steps, guidance_weight=guidance_weight)
         self.state_dims = self.runtime.state_dims
+        precision = str(next(policy.model.parameters()).dtype).removeprefix("torch.")
+        self.metadata = policy_metadata(self.runtime, "eval", "torch", precision)  # what admission checks against
 
     def planner(self, env: Any, commanded: Commanded, action_stride: int) -> Planner:
-        from vlash.runtime.policy_runtime import ChunkRequest  # extra: server
+        from vlash.runtime.admission import admit  # extra: server
 
         def plan(infer: Infer) -> PlanResult:
-            result = self.runtime.run(ChunkRequest.from_infer(infer))
+            result = self.runtime.run(admit(infer, self.metadata, LIMITS))
             return PlanResult(result.actions, np.asarray(result.final_at_step), result.num_steps)
 
         return plan

@@ -23,7 +23,7 @@ from vlash.fleet.config import FleetConfig
 from vlash.runtime.loading import LoadedRuntime, warm_up
 from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult
 from vlash.server.batching import batch_limit
-from vlash.server.requests import policy_metadata
+from vlash.runtime.metadata import policy_metadata
 
 log = logging.getLogger("ray.serve")  # Serve's logger: lines land in the replica's log, tagged with its id
 

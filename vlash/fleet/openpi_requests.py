@@ -3,7 +3,7 @@
 vlash's own openpi endpoint (vlash.server.openpi_endpoint) hands an observation to the policy server as an INFER;
 the fleet's ingress calls a model replica with a `ChunkRequest` instead, made here by the same two steps: the frame ->
 INFER mapping both share (vlash.server.openpi_frames), then the admission every entry point runs
-(vlash.server.admission.admit: the protocol's bounds on every field, as the ZeroMQ server's decode checks them, and the
+(vlash.runtime.admission.admit: the protocol's bounds on every field, as the ZeroMQ server's decode checks them, and the
 policy's cameras, state dims and sampler constraints). A bad frame fails in the ingress, before it reaches a GPU, with
 the refusal the ZeroMQ server sends. No Ray here.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from robot_io.protocol import Limits, Metadata
 from vlash.runtime.policy_runtime import ChunkRequest
-from vlash.server.admission import admit
+from vlash.runtime.admission import admit
 from vlash.server.openpi_codec import PROTOCOL_LIMITS
 from vlash.server.openpi_frames import observation_infer
 from vlash.server.openpi_mapping import ObservationMap

@@ -1,6 +1,6 @@
 """A client of the policy server in the same process (the openpi endpoint's connections): its requests go straight
 into the server's queue, through the admission every request takes (`PolicyServer.submit` ->
-vlash.server.admission: the protocol's bounds that `decode` checks on a remote request, then the policy's), and its
+vlash.runtime.admission: the protocol's bounds that `decode` checks on a remote request, then the policy's), and its
 replies come back as message objects: nothing is encoded or decoded on the way. Its requests share the queue's places
 with the ZeroMQ robots' as the transport "in_process" (vlash.server.shares). Newest-request-wins, batching,
 the model, statistics and ERRORs are the server's, as for a robot on the socket.

@@ -68,7 +68,7 @@ def reply_frame(
 def error_text(exc: BaseException) -> str:
     """The error reply's text for a request that failed with `exc`: its message for a refused request
     (REQUEST_ERRORS), else its type and message (a bug, which the caller logs). A refusal of admission
-    (vlash.server.admission) reads "CODE: text" on both openpi servers: the policy server's ERROR (RemoteError)
+    (vlash.runtime.admission) reads "CODE: text" on both openpi servers: the policy server's ERROR (RemoteError)
     here, the MessageError itself in the fleet's ingress."""
     if isinstance(exc, RemoteError):
         return f"{exc.code.value}: {exc.error.message}"

@@ -1,6 +1,6 @@
 """The policy server: a ROUTER socket owned by one thread, the model in another (`InferenceWorker`).
 
-Socket thread: HELLO -> METADATA, INFER -> admitted (vlash.server.admission, as on every entry point) and queued
+Socket thread: HELLO -> METADATA, INFER -> admitted (vlash.runtime.admission, as on every entry point) and queued
 (newest request per client wins, within a cancel budget: vlash.server.jobs; the one it replaces gets ERROR DROPPED;
 a new client's request with no place for it among ServerConfig.max_pending, shared fairly between ZeroMQ and
 in-process clients, gets ERROR BUSY: vlash.server.shares), PING/RESET/STATS answered at once,
@@ -51,7 +51,7 @@ from robot_io.protocol import (
 from robot_io.protocol.errors import ProtocolError
 from vlash.errors import ConfigError, ServerError
 from vlash.runtime.policy_runtime import PolicyRuntime
-from vlash.server.admission import admit
+from vlash.runtime.admission import admit
 from vlash.server.batching import BatchGatherer, batch_limit
 from vlash.server.config import ServerConfig
 from vlash.server.curve import CurveServer

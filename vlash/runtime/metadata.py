@@ -1,5 +1,5 @@
 """What a client learns of the policy: its Metadata (HELLO's reply, openpi's metadata frame). Requests are checked
-against it by the one admission of every entry point (vlash.server.admission)."""
+against it by the one admission of every entry point (vlash.runtime.admission)."""
 
 from __future__ import annotations
 
