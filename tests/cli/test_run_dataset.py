@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import robot_io.dataset.recorder as recorder_module
 from tests.cli.test_run_cmd import SO101_MAP, run_argv, so101_metadata
 from tests.fakes import LoopbackPolicyServer, hold_planner
 from tests.robot_io.lerobot_fixture import fake_lerobot_on_path
@@ -88,3 +89,20 @@ def test_a_link_to_an_empty_folder_records_into_it(fake_lerobot, tmp_path, capsy
     info, _, _, _ = check_dataset(tmp_path / "disk")
     assert f"wrote {tmp_path / 'rollouts'} " in capsys.readouterr().out and (tmp_path / "rollouts").is_symlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["disk", "rollouts"] and info["total_frames"] >= 20
+
+
+def test_a_recording_that_could_not_be_committed_is_kept_and_the_run_exits_1(
+    fake_lerobot, tmp_path, monkeypatch, capsys
+):
+    """Issue 42: never exit 0 after a recording did not reach DIR (it is kept in DIR.partial, and the line says so)."""
+    target = tmp_path / "rollouts"
+
+    def full_disk(partial, destination, appending) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(recorder_module, "commit", full_disk)
+    with LoopbackPolicyServer("tcp://127.0.0.1:*", hold_planner(20), so101_metadata()) as server:
+        assert main(run_argv(server.endpoint, *SO101_MAP, "--record-dataset", str(target))) == 1
+    err = capsys.readouterr().err
+    assert f"{target}: the recording could not be moved there" in err and "it is kept in" in err, err
+    assert not target.exists() and (tmp_path / "rollouts.partial").is_dir()

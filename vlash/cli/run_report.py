@@ -68,12 +68,15 @@ def summary_text(summary: RunSummary, host: HostLoad | None = None) -> str:
 def report(result: RunResult, traces: list, stop: StopRequest, max_hold_share: float,
            host: HostLoad | None = None) -> int:  # fmt: skip
     """Print the summary (with `host`'s load beside its timings), the files written, how a stopped run left the robot
-    and any trouble; the exit status."""
+    and any trouble; the exit status (1 when the robot got no usable chunks, or a --record-dataset recording is not
+    where it was asked for: kept in DIR.partial, or never written)."""
     summary = result.summary
     print(summary_text(summary, host))
+    lost_dataset = False
     for trace in traces:
         if getattr(trace, "outcome", None):  # a dataset: what it holds, or why it was not written
-            print(trace.outcome)
+            lost_dataset = lost_dataset or trace.error is not None
+            print(trace.outcome, file=sys.stderr if trace.error is not None else sys.stdout)
         elif trace.path is not None:  # --display alone writes nothing
             print(f"wrote {trace.path}" if trace.error is None else f"{trace.path} is incomplete: {trace.error}")
     if result.stopped:
@@ -85,4 +88,4 @@ def report(result: RunResult, traces: list, stop: StopRequest, max_hold_share: f
         print(f"vlash run: warning: {warning}", file=sys.stderr)
     if result.stopped:
         return stop.exit_code or 130
-    return 1 if reason is not None else 0
+    return 1 if reason is not None or lost_dataset else 0
