@@ -60,12 +60,23 @@ def test_nesting_deeper_than_a_valid_header_is_refused_by_the_field_it_is_in(whe
     assert refused.value.code == code and text in refused.value.detail
 
 
+FIELD_REFUSALS = {
+    "type": "header: unknown message type list",
+    "body value": "PING.body.sent_ns: expected int, got list",
+    "descriptor dtype": "state: dtype list is not one of",
+}
+
+
 @pytest.mark.parametrize("depth", [1000, 1020, 60_000])
-@pytest.mark.parametrize("where", ["type", "body value", "descriptor dtype"])
+@pytest.mark.parametrize("where", list(FIELD_REFUSALS))
 def test_nesting_deeper_than_the_decoder_reads_is_a_bad_message(where, depth):
-    with pytest.raises(MessageError) as refused:  # not RecursionError, whatever the depth
+    """Not RecursionError, whatever the depth. How deep msgspec reads before it stops depends on the Python (3.11
+    stops before 1000 levels, 3.12 reads them): refused by the depth where it stops, else by the field's type."""
+    with pytest.raises(MessageError) as refused:
         decode(nested_in(where, depth))
-    assert refused.value.code == ErrorCode.BAD_MESSAGE and "nested deeper than the decoder reads" in str(refused.value)
+    text = str(refused.value)
+    assert refused.value.code == ErrorCode.BAD_MESSAGE, text
+    assert "nested deeper than the decoder reads" in text or (depth < 60_000 and FIELD_REFUSALS[where] in text), text
 
 
 def test_a_wrongly_typed_type_or_dtype_is_named_by_its_type_only():
