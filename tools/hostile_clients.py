@@ -1,0 +1,206 @@
+"""The hostile clients of tools/bench_stalls.py, each run in its own process (`python tools/bench_stalls.py --hostile
+KIND ...`) so that its Python work is not the measured robot's GIL: what issue 42 measured against a live server.
+
+    malformed-headers  one DEALER keeping 50 header frames of 65,531 empty msgpack lists in flight (each refused)
+    websocket-flood    100 openpi websocket clients, each sending valid observations back to back
+    openpi-bombs       4 openpi websocket clients, each sending hostile frames back to back (16 MiB of empty lists,
+                       a map 995 deep, 2**20 keys), reconnecting after every refusal
+
+A kind runs until SIGTERM, prints "ready" on stdout once every client has connected, and at its end one JSON line of
+counts: sent, answered (a reply of any kind), refused (an error reply or a refusal at connect).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import zmq
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from vlash.server.openpi_codec import packb, unpackb
+
+MALFORMED_HEADER = b"\xdd" + (65531).to_bytes(4, "big") + b"\x90" * 65531  # issue 42's repro: a list, not a map
+IN_FLIGHT = 50
+FLOOD_CLIENTS = 100
+BOMB_CLIENTS = 4
+TIMEOUT_S = 30.0
+NICE = 19  # the hostile processes' niceness
+KINDS = ("malformed-headers", "websocket-flood", "openpi-bombs")
+
+
+@dataclass
+class Counts:
+    sent: int = 0
+    answered: int = 0
+    refused: int = 0  # error replies, and connections the endpoint refused
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def add(self, sent: int = 0, answered: int = 0, refused: int = 0) -> None:
+        with self._lock:
+            self.sent, self.answered, self.refused = self.sent + sent, self.answered + answered, self.refused + refused
+
+
+def _bombs() -> list[bytes]:
+    many_keys = 2**20
+    keys = b"".join(b"\xa4" + f"{i:04x}".encode()[-4:] + b"\x00" for i in range(many_keys))  # duplicates are fine
+    return [
+        b"\xdd" + (16 * 1024 * 1024).to_bytes(4, "big") + b"\x90" * (16 * 1024 * 1024),
+        b"\x81\xa1k" * 995 + b"\xc0",
+        b"\xdf" + many_keys.to_bytes(4, "big") + keys,
+    ]
+
+
+def malformed_headers(endpoint: str, stop: threading.Event, counts: Counts, ready: Callable[[], None]) -> None:
+    context = zmq.Context.instance()
+    dealer = context.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    dealer.connect(endpoint)
+    for _ in range(IN_FLIGHT):
+        dealer.send(MALFORMED_HEADER)
+    counts.add(sent=IN_FLIGHT)
+    ready()
+    while not stop.is_set():
+        if dealer.poll(100):
+            dealer.recv_multipart()
+            dealer.send(MALFORMED_HEADER)
+            counts.add(sent=1, answered=1, refused=1)  # every one of them is refused
+    dealer.close()
+
+
+def _open(url: str, counts: Counts, stop: threading.Event) -> tuple[ClientConnection, dict] | None:
+    """A connection and its metadata frame; None (counted refused, after a pause) when the endpoint refuses it."""
+    while not stop.is_set():
+        try:
+            ws = connect(url, compression=None, max_size=None, open_timeout=TIMEOUT_S)
+            return ws, unpackb(ws.recv(timeout=TIMEOUT_S))
+        except (InvalidStatus, ConnectionClosed, OSError, TimeoutError):
+            counts.add(refused=1)
+            stop.wait(0.05)
+    return None
+
+
+def _observation(metadata: dict, rng: np.random.Generator) -> bytes:
+    images = {
+        camera["name"]: rng.integers(0, 256, (camera["height"], camera["width"], 3), dtype=np.uint8)
+        for camera in metadata["cameras"]
+    }
+    state = rng.standard_normal(metadata["state_dim"]).astype(np.float32)
+    return packb({"images": images, "state": state, "prompt": "pick up the cube"})
+
+
+def _websocket_client(
+    url: str, frames: Callable[[dict], Iterable[bytes]], stop: threading.Event, counts: Counts
+) -> None:
+    """Send `frames(metadata)` one after another, each after the previous one's reply, until `stop`."""
+    while not stop.is_set():
+        opened = _open(url, counts, stop)
+        if opened is None:
+            return
+        ws, metadata = opened
+        try:
+            for frame in frames(metadata):
+                if stop.is_set():
+                    break
+                ws.send(frame)
+                reply = ws.recv(timeout=TIMEOUT_S)
+                refused = isinstance(reply, str)  # openpi's error reply: the connection closes next
+                counts.add(sent=1, answered=1, refused=int(refused))
+                if refused:
+                    break
+        except (ConnectionClosed, TimeoutError, OSError):
+            pass
+        finally:
+            ws.close()
+
+
+def _clients(count: int, run: Callable[[threading.Event], None], stop: threading.Event, ready) -> None:
+    threads = [threading.Thread(target=run, args=(stop,), daemon=True) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    ready()
+    stop.wait()
+    for thread in threads:
+        thread.join(TIMEOUT_S)
+
+
+def websocket_flood(url: str, stop: threading.Event, counts: Counts, ready: Callable[[], None]) -> None:
+    rng = np.random.default_rng(0)
+
+    def frames(metadata: dict) -> Iterable[bytes]:
+        return itertools.repeat(_observation(metadata, rng))  # the same observation, back to back
+
+    _clients(FLOOD_CLIENTS, lambda s: _websocket_client(url, frames, s, counts), stop, ready)
+
+
+def openpi_bombs(url: str, stop: threading.Event, counts: Counts, ready: Callable[[], None]) -> None:
+    bombs = _bombs()
+    turn = iter(range(10**9))
+    _clients(BOMB_CLIENTS, lambda s: _websocket_client(url, lambda _: [bombs[next(turn) % 3]], s, counts), stop, ready)
+
+
+def run_hostile(kind: str, endpoint: str, openpi_url: str) -> int:
+    """The `--hostile KIND` process: run until SIGTERM, then print the counts."""
+    stop, counts = threading.Event(), Counts()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def ready() -> None:
+        print("ready", flush=True)
+
+    if kind == "malformed-headers":
+        malformed_headers(endpoint, stop, counts, ready)
+    elif kind == "websocket-flood":
+        websocket_flood(openpi_url, stop, counts, ready)
+    else:
+        openpi_bombs(openpi_url, stop, counts, ready)
+    print(json.dumps({"sent": counts.sent, "answered": counts.answered, "refused": counts.refused}), flush=True)
+    return 0
+
+
+def start_hostile(kind: str, endpoint: str, openpi_url: str, tool: str) -> tuple:
+    """The `kind` process, started and running (its "ready" read); (Popen, the thread reading its output, lines)."""
+    cmd = [sys.executable, tool, "--hostile", kind, "--endpoint", endpoint, "--openpi-url", openpi_url]
+    # niced: on a real robot network the attacker's own CPU is another machine's, not the server's cores
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.nice(NICE))
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line.strip())
+            if line.strip() == "ready":
+                ready.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    began = time.monotonic()
+    while not ready.wait(0.1):
+        if proc.poll() is not None or time.monotonic() - began > 120:
+            proc.kill()
+            raise RuntimeError(f"hostile client {kind} never got ready (exit {proc.poll()})")
+    return proc, reader, lines
+
+
+def stop_hostile(proc, reader, lines: list[str]) -> dict:
+    """SIGTERM the process, wait, and return its counts."""
+    proc.terminate()
+    try:
+        proc.wait(TIMEOUT_S + 10)
+    except Exception:  # noqa: BLE001 - a client stuck past its own timeouts is killed
+        proc.kill()
+        proc.wait()
+    reader.join(5)
+    counts = [line for line in lines if line.startswith("{")]
+    return json.loads(counts[-1]) if counts else {}
