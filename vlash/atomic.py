@@ -48,20 +48,14 @@ def _chmod_default(path: str | Path, directory: bool) -> None:
 
 def atomic_write(target: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> Path:
     """Call `write(f)` on a temp file next to `target`, fsync it, then rename it over `target`."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
+
+    def save(tmp: str) -> None:
+        with open(tmp, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        _chmod_default(tmp, directory=False)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+
+    return atomic_save(target, save)
 
 
 def atomic_save(target: str | os.PathLike[str], save: Callable[[str], object]) -> Path:

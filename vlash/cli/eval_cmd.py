@@ -103,13 +103,13 @@ def run(args: argparse.Namespace) -> int:
     print_table(summary, console, table)
     if args.json:
         write_summary(args.json, summary)
-        console.print(f"wrote {args.json}")
+        console.print(f"wrote {args.json}", soft_wrap=True)  # a path is never wrapped
     if args.plot:
-        console.print(f"wrote {plot_summary(summary, args.plot)}")
+        console.print(f"wrote {plot_summary(summary, args.plot)}", soft_wrap=True)
     if args.record:
         cells = len(cfg.modes) * len(cfg.delays)
         with progress(f"vlash eval: recording {args.task}", cells * min(args.record_episodes, cfg.episodes),
                       transient=True) as update:  # fmt: skip
             path = record_episodes(cfg, args.record, args.record_episodes, progress=lambda i, n: update(i))
-        console.print(f"wrote {path} (rerun {path})")
+        console.print(f"wrote {path} (rerun {path})", soft_wrap=True)
     return 0
