@@ -1,5 +1,5 @@
-"""Array frames: which arrays each message type carries, their bounds against one `Limits`, and the checks of one
-received or in-process array (dtype, rank, sizes, frame length, finiteness). Arrays travel as raw C-order
+"""Array frames: the checks of one received or in-process array (dtype, rank, sizes, frame length, finiteness) against
+the `Array` its field declares (messages.py), with the bounds of one `Limits`. Arrays travel as raw C-order
 little-endian frames, each described by an `ArrayDescriptor` in the header (wire.py). This runs for every array of
 every message, so it does the least Python that keeps the checks and their order."""
 
@@ -8,32 +8,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from robot_io.protocol.limits import Limits
-from robot_io.protocol.messages import Actions, Infer, Message, MessageType, bad_message, bad_value
-from robot_io.protocol.wire import IMAGE_PREFIX, ArrayDescriptor, per_limits
+from robot_io.protocol.messages import MESSAGE_TYPES, Array, Message, MessageType, bad_message, bad_value
+from robot_io.protocol.wire import ARRAY_FIELDS, MESSAGES, ArrayDescriptor, per_limits
 
 WIRE_DTYPES = {"uint8": np.dtype("<u1"), "float32": np.dtype("<f4")}  # little-endian on the wire
 DTYPE_NAMES = {"|u1": "uint8", "<f4": "float32", ">f4": "float32"}  # numpy dtype.str -> wire name (fast lookup)
-
-
-@dataclass(frozen=True)
-class ArrayField:
-    """dtype and per-axis [low, high] size bounds of one array field (a str bound names a Limits attribute)."""
-
-    dtype: str
-    dims: tuple[tuple[int, int | str], ...]
-
-
-VECTOR = ArrayField("float32", ((1, "max_state_dim"),))
-ROWS = ArrayField("float32", ((0, "max_chunk_length"), (1, "max_action_dim")))
-IMAGE = ArrayField("uint8", ((1, "max_image_side"), (1, "max_image_side"), (3, 3)))
-INFER_ARRAYS = {"state": VECTOR, "future_state": VECTOR, "prefix": ROWS, "guidance": ROWS}
-ARRAY_FIELDS = {MessageType.INFER: INFER_ARRAYS, MessageType.ACTIONS: {"actions": ROWS}}
-IMAGE_FIELDS = {MessageType.INFER: IMAGE}  # the message types that carry "image/<camera>" arrays
-OPTIONAL_INFER_ARRAYS = ("future_state", "prefix", "guidance")  # sent when not None
 
 
 @dataclass(frozen=True)
@@ -65,12 +49,12 @@ class ReceivableArrays:
     """The arrays one message type may carry, bounds resolved against one Limits (see `receivable`)."""
 
     fields: dict[str, ArrayBounds]  # by array name
-    image: ArrayBounds | None  # bounds of every "image/<camera>" array; None where the type carries no images
+    prefixed: tuple[tuple[str, ArrayBounds], ...]  # (prefix, bounds) of each dict field's arrays ("image/<camera>")
 
     def bounds(self, mtype: MessageType, name: str) -> ArrayBounds:
         bounds = self.fields.get(name)
-        if bounds is None and name.startswith(IMAGE_PREFIX):
-            bounds = self.image
+        if bounds is None:
+            bounds = next((found for prefix, found in self.prefixed if name.startswith(prefix)), None)
         if bounds is None:
             raise bad_message(f"{mtype.value}: unexpected array {name!r}")
         return bounds
@@ -80,38 +64,55 @@ class ReceivableArrays:
 def receivable(limits: Limits) -> dict[MessageType, ReceivableArrays]:
     """The array fields of every message type with Limits attribute names resolved (cached: Limits is frozen)."""
     out = {}
-    for mtype in MessageType:
-        fields = {name: _resolve(spec, limits) for name, spec in ARRAY_FIELDS.get(mtype, {}).items()}
-        image = IMAGE_FIELDS.get(mtype)
-        out[mtype] = ReceivableArrays(fields, None if image is None else _resolve(image, limits))
+    for mtype, cls in MESSAGES.items():
+        specs = [(field, spec, _resolve(spec, limits)) for field, spec, _ in ARRAY_FIELDS[cls]]
+        fields = {field: bounds for field, spec, bounds in specs if spec.key is None}
+        out[mtype] = ReceivableArrays(fields, tuple((s.prefix, b) for _, s, b in specs if s.key is not None))
     return out
 
 
-def _resolve(spec: ArrayField, limits: Limits) -> ArrayBounds:
+def _resolve(spec: Array, limits: Limits) -> ArrayBounds:
     dims = tuple((low, getattr(limits, high) if isinstance(high, str) else high) for low, high in spec.dims)
     return ArrayBounds(spec.dtype, dims)
 
 
 def named_arrays(message: Message) -> list[tuple[str, np.ndarray]]:
-    """A message's arrays by wire name, each a numpy array of its field's dtype (else MessageError, BAD_VALUE)."""
-    if type(message) is Actions:
-        named = [("actions", message.actions, ROWS)]
-    elif type(message) is Infer:
-        named = [("state", message.state, VECTOR)]
-        for key in OPTIONAL_INFER_ARRAYS:
-            if (value := getattr(message, key)) is not None:
-                named.append((key, value, INFER_ARRAYS[key]))
-        if not isinstance(message.images, dict):
-            raise bad_value(f"images: expected dict camera -> array, got {type(message.images).__name__}")
-        named += [(f"{IMAGE_PREFIX}{cam}", image, IMAGE) for cam, image in message.images.items()]
-    else:
-        return []
+    """A message's arrays by wire name, each a numpy array of its field's dtype (else MessageError, BAD_VALUE): its
+    single arrays in declared order (those not None, and the required ones), then each dict field's arrays."""
+    named, prefixed = [], []
+    for field, spec, required in ARRAY_FIELDS[type(message)]:
+        value = getattr(message, field)
+        if spec.key is None:
+            if value is not None or required:
+                named.append((field, value, spec))
+        elif not isinstance(value, dict):
+            raise bad_value(f"{field}: expected dict {spec.key} -> array, got {type(value).__name__}")
+        else:
+            prefixed += [(f"{spec.prefix}{key}", array, spec) for key, array in value.items()]
+    named += prefixed
     for name, value, spec in named:
         if not isinstance(value, np.ndarray):
             raise bad_value(f"{name}: expected numpy array, got {type(value).__name__}")
         if DTYPE_NAMES.get(value.dtype.str) != spec.dtype:
             raise bad_value(f"{name}: expected dtype {spec.dtype}, got {value.dtype.name}")
     return [(name, value) for name, value, _ in named]
+
+
+def array_fields(cls: type, arrays: dict[str, np.ndarray], limits: Limits) -> dict[str, Any]:
+    """The array fields of a `cls` message, from its checked arrays by wire name, in declared order: a required one
+    missing is BAD_MESSAGE; a dict field holds at most its Limits count, with non-empty names (else BAD_VALUE)."""
+    fields: dict[str, Any] = {}
+    for field, spec, required in ARRAY_FIELDS[cls]:
+        if spec.key is None:
+            value = fields[field] = arrays.get(field)
+            if value is None and required:
+                raise bad_message(f"{MESSAGE_TYPES[cls].value}: missing array {field!r}")
+            continue
+        cut, most = len(spec.prefix), getattr(limits, spec.max_count)
+        found = fields[field] = {name[cut:]: array for name, array in arrays.items() if name.startswith(spec.prefix)}
+        if len(found) > most or "" in found:
+            raise bad_value(f"{field}: expected 0..{most} {field} with non-empty {spec.key} names")
+    return fields
 
 
 def received_arrays(

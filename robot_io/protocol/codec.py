@@ -13,28 +13,31 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from robot_io.protocol.arrays import checked_arrays, named_arrays, received_arrays, wire_frame
+from robot_io.protocol.arrays import array_fields, checked_arrays, named_arrays, received_arrays, wire_frame
 from robot_io.protocol.limits import Limits
 from robot_io.protocol.messages import (
     MESSAGE_TYPES,
     PROTOCOL_VERSION,
     Actions,
-    CameraSpec,
-    Error,
-    Hello,
     Infer,
     Message,
     MessageType,
-    Metadata,
-    Ping,
-    Reset,
-    Stats,
     bad_message,
     bad_value,
 )
 from robot_io.protocol.msgpack_items import map_count
 from robot_io.protocol.refusals import MAX_HEADER_DEPTH, header_refusal, version_refusal
-from robot_io.protocol.wire import BODY_KEYS, HEADER_ENCODER, HEADER_KEYS, IMAGE_PREFIX, header_types, unique_cameras
+from robot_io.protocol.wire import (
+    ARRAY_FIELDS,
+    BODY_KEYS,
+    HEADER_ENCODER,
+    HEADER_KEYS,
+    MESSAGES,
+    STRUCT_LISTS,
+    UNIQUE,
+    check_unique,
+    header_types,
+)
 
 __all__ = ["MAX_HEADER_DEPTH", "check", "decode", "encode"]
 
@@ -42,13 +45,6 @@ DEFAULT_LIMITS = Limits()
 FIXMAP_OF_HEADER = 0x80 | len(HEADER_KEYS)  # a header map's first byte (any encoder packs 4 entries as a fixmap)
 BODY_ENTRIES = {mtype: len(keys) for mtype, keys in BODY_KEYS.items()}
 BODY_FIRST_BYTE = {mtype: 0x80 | entries for mtype, entries in BODY_ENTRIES.items()}  # fixmaps: <= 15 fields each
-SIMPLE_MESSAGES = {  # the message types without arrays: built straight from their decoded body
-    MessageType.HELLO: Hello,
-    MessageType.ERROR: Error,
-    MessageType.PING: Ping,
-    MessageType.RESET: Reset,
-    MessageType.STATS: Stats,
-}
 
 
 def encode(message: Message, limits: Limits = DEFAULT_LIMITS, validate: bool = False) -> list[bytes | memoryview]:
@@ -97,9 +93,7 @@ def _parts(message: Message) -> tuple[MessageType, dict, list[tuple[str, np.ndar
     mtype = MESSAGE_TYPES.get(type(message))
     if mtype is None:
         raise bad_message(f"cannot encode {type(message).__name__}: not a protocol message")
-    body = {key: getattr(message, key) for key in BODY_KEYS[mtype]}
-    if mtype is MessageType.METADATA:
-        body["cameras"] = [{"name": c.name, "height": c.height, "width": c.width} for c in message.cameras]
+    body = {key: getattr(message, key) for key in BODY_KEYS[mtype]}  # a struct in it packs as a map
     return mtype, body, named_arrays(message)
 
 
@@ -130,8 +124,9 @@ def _decode_header(views: Sequence[memoryview], limits: Limits) -> tuple[Message
         memoryview(header.body)[0] != BODY_FIRST_BYTE[mtype] and map_count(header.body) != BODY_ENTRIES[mtype]
     ):
         raise header_refusal(view, views, limits)
-    if mtype is MessageType.METADATA:
-        unique_cameras([camera.name for camera in body.cameras])
+    for field, unique in UNIQUE[mtype]:
+        keys = [getattr(item, unique.key) for item in getattr(body, field)]
+        check_unique(f"{mtype.value}.body.{field}", unique, keys)
     return mtype, header, body
 
 
@@ -163,61 +158,36 @@ def _views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
 
 
 def _build(mtype: MessageType, body: Any, arrays: dict[str, np.ndarray], limits: Limits) -> Message:
-    if mtype is MessageType.INFER:
-        return _build_infer(body, arrays, limits)
-    if mtype is MessageType.ACTIONS:
-        return _build_actions(body, arrays)
-    if mtype is MessageType.METADATA:
-        return _build_metadata(body)
-    return SIMPLE_MESSAGES[mtype](**msgspec.structs.asdict(body))
-
-
-def _build_metadata(body: Any) -> Metadata:
+    """The message of a checked body and arrays, once the checks across its fields pass."""
+    cls = MESSAGES[mtype]
     fields = msgspec.structs.asdict(body)
-    fields["cameras"] = [CameraSpec(c.name, c.height, c.width) for c in body.cameras]
-    return Metadata(**fields)
+    for field, item in STRUCT_LISTS[mtype]:
+        fields[field] = [item(*msgspec.structs.astuple(value)) for value in fields[field]]
+    if ARRAY_FIELDS[cls]:
+        fields.update(array_fields(cls, arrays, limits))
+    message = cls(**fields)
+    if cls is Infer:
+        _infer_across(message)
+    elif cls is Actions:
+        _actions_rows(message)
+    return message
 
 
-def _build_infer(body: Any, arrays: dict[str, np.ndarray], limits: Limits) -> Infer:
-    images = {name[len(IMAGE_PREFIX) :]: arrays.pop(name) for name in list(arrays) if name.startswith(IMAGE_PREFIX)}
-    if len(images) > limits.max_images or "" in images:
-        raise bad_value(f"images: expected 0..{limits.max_images} images with non-empty camera names")
-    state = arrays.get("state")
-    if state is None:
-        raise bad_message("INFER: missing array 'state'")
-    future, prefix, guidance = arrays.get("future_state"), arrays.get("prefix"), arrays.get("guidance")
+def _infer_across(infer: Infer) -> None:
+    state, future, prefix, guidance = infer.state, infer.future_state, infer.prefix, infer.guidance
     if future is not None and future.shape != state.shape:
         raise bad_value(f"future_state: shape {list(future.shape)} differs from state {list(state.shape)}")
     if prefix is not None and guidance is not None and prefix.shape[1] != guidance.shape[1]:
         raise bad_value(f"guidance: {guidance.shape[1]} action dims differ from prefix's {prefix.shape[1]}")
-    return Infer(
-        body.request_id,
-        body.step_index,
-        body.capture_time_ns,
-        body.prompt,
-        images,
-        state,
-        future_state=future,
-        prefix=prefix,
-        delay_steps=body.delay_steps,
-        schedule=body.schedule,
-        guidance=guidance,
-        execution_horizon=body.execution_horizon,
-        seed=body.seed,
-    )
 
 
-def _build_actions(body: Any, arrays: dict[str, np.ndarray]) -> Actions:
-    actions = arrays.get("actions")
-    if actions is None:
-        raise bad_message("ACTIONS: missing array 'actions'")
-    n, start, length = len(actions), body.start, body.chunk_length
+def _actions_rows(message: Actions) -> None:
+    n, start, length = len(message.actions), message.start, message.chunk_length
     if start + n > length:
         raise bad_value(f"actions[{start}:{start + n}] exceed chunk_length {length}")
     # A final message carries rows [0, m): the whole chunk (m = H), or fewer rows when a horizon-aware request with an
     # execution horizon stopped sampling once the rows the robot runs were final (docs/PROTOCOL.md, ACTIONS).
-    if body.final and (start != 0 or n == 0):  # start 0: n <= length holds (checked above)
+    if message.final and (start != 0 or n == 0):  # start 0: n <= length holds (checked above)
         raise bad_value(f"a final ACTIONS must carry rows [0, m) with 1 <= m <= {length}, got start={start}, n={n}")
-    if not body.final and n == 0:
+    if not message.final and n == 0:
         raise bad_value("a partial ACTIONS must carry at least one action")
-    return Actions(body.request_id, start, actions, body.final, length, body.step_index, body.timing_ms)

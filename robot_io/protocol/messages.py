@@ -1,20 +1,27 @@
-"""The messages of the vlash wire protocol: one dataclass per message type, arrays as numpy.
+"""The messages of the vlash wire protocol, each declared once: a msgspec Struct per message type, every field with its
+type and its bounds. The codec, the receiver's bounds, the refusals and the server's request all derive from these
+declarations (wire.py builds the header types a receiver decodes into, arrays.py the array frames' checks); a new field
+is one line here and its row in docs/PROTOCOL.md.
 
-Array fields hold numpy arrays. On decode they are read-only views of the received frames
-(zero-copy); copy them before writing. See docs/PROTOCOL.md for the wire form of each field.
+A field's bounds are in its annotation: `Meta` where they are fixed, `Bound` where the receiver's `Limits` sets them
+(a str names a Limits attribute), `Array` for a field sent as array frames instead of in the header's body, `Unique`
+for a list whose items must differ in one key. A body travels in the order its fields are declared here.
+Array fields hold numpy arrays; on decode, read-only views of the received frames (zero-copy): copy before writing.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from msgspec import Meta, Struct
 
 from robot_io.protocol.errors import ProtocolError
 
 PROTOCOL_VERSION = 2  # 2: final ACTIONS may be short (the early stop); delay_steps counts chunk indices
 SCHEDULES = ("constant", "horizon-aware")  # flow-sampling schedules a request may ask for
+INT64_MAX = 2**63 - 1
+FLOAT_MAX = 1.7976931348623157e308  # the largest finite float: NaN and +-inf are outside [-FLOAT_MAX, FLOAT_MAX]
 
 
 class MessageType(StrEnum):
@@ -61,6 +68,152 @@ def bad_value(text: str) -> MessageError:
     return MessageError(ErrorCode.BAD_VALUE, text)
 
 
+@dataclass(frozen=True)
+class Bound:
+    """Bounds a receiver's Limits set: msgspec.Meta's, each an int or the name of a Limits attribute."""
+
+    ge: int | str | None = None
+    le: int | str | None = None
+    max_length: int | str | None = None
+
+    def meta(self, limits: Any) -> Meta:
+        named = {key: getattr(self, key) for key in ("ge", "le", "max_length") if getattr(self, key) is not None}
+        return Meta(**{key: getattr(limits, v) if isinstance(v, str) else v for key, v in named.items()})
+
+
+@dataclass(frozen=True)
+class Array:
+    """A field sent as array frames: its wire dtype and each axis' [low, high] size (a str names a Limits attribute).
+    With `key`, the field is a dict of arrays by `key` name (at most Limits' `max_count`, names not empty), each
+    array sent as "<prefix><name>" (INFER's images: "image/<camera>")."""
+
+    dtype: Literal["uint8", "float32"]
+    dims: tuple[tuple[int, int | str], ...]
+    key: str | None = None
+    prefix: str = ""
+    max_count: str = ""
+
+
+@dataclass(frozen=True)
+class Unique:
+    """A list whose items differ in `key` (else BAD_VALUE: "duplicate <what>"): the one bound no msgspec type says."""
+
+    key: str
+    what: str
+
+
+UInt = Annotated[int, Meta(ge=0, le=INT64_MAX)]  # request ids, step indices, wall-clock ns, seeds
+Int64 = Annotated[int, Meta(ge=-INT64_MAX - 1, le=INT64_MAX)]
+Finite = Annotated[float, Meta(ge=-FLOAT_MAX, le=FLOAT_MAX)]  # an int is accepted (as a float)
+Version = Annotated[int, Meta(ge=0, le=2**31 - 1)]
+Name = Annotated[str, Meta(max_length=256)]
+Short = Annotated[str, Meta(max_length=64)]
+Text = Annotated[str, Bound(max_length="max_prompt_chars")]  # a prompt and other free text
+Index = Annotated[int, Bound(ge=0, le="max_chunk_length")]  # a row of a chunk, or a count of rows
+Length = Annotated[int, Bound(ge=1, le="max_chunk_length")]
+Side = Annotated[int, Bound(ge=1, le="max_image_side")]  # pixels
+Schedule = Literal[SCHEDULES]
+Key = Annotated[str, Meta(max_length=64)]  # keys of timing_ms and counters
+MAX_MAP_ENTRIES = 256  # entries of timing_ms and counters
+VECTOR = Array("float32", ((1, "max_state_dim"),))
+ROWS = Array("float32", ((0, "max_chunk_length"), (1, "max_action_dim")))
+IMAGES = Array("uint8", ((1, "max_image_side"), (1, "max_image_side"), (3, 3)), "camera", "image/", "max_images")
+
+
+class Hello(Struct):
+    """Client -> server on connect; the reply is Metadata."""
+
+    client: Name = ""  # free-form client name for logs
+    version: Version = PROTOCOL_VERSION  # protocol version the client speaks
+
+
+class CameraSpec(Struct):
+    """One camera the policy expects: INFER images are uint8 [height, width, 3] under this name."""
+
+    name: Name
+    height: Side  # pixels
+    width: Side  # pixels
+
+
+class Metadata(Struct):
+    """Server -> client, the reply to Hello: what the policy expects and returns."""
+
+    model_id: Text
+    cameras: Annotated[list[CameraSpec], Bound(max_length="max_images"), Unique("name", "camera names")]
+    state_dim: Annotated[int, Bound(ge=1, le="max_state_dim")]  # length of Infer.state (robot units)
+    # width of action chunks (robot's real action dims, not the model's padded 32)
+    action_dim: Annotated[int, Bound(ge=1, le="max_action_dim")]
+    chunk_length: Length  # actions per chunk (H)
+    control_rate_hz: Annotated[float, Meta(ge=1e-3, le=1e5)]  # control rate the policy was trained for (a hint)
+    precision: Short  # e.g. "bf16", "fp8"
+    engine: Short  # e.g. "torch", "tensorrt"
+    num_steps: Length  # denoise steps per request
+    schedule: Schedule  # default schedule: "constant" | "horizon-aware"
+    relative_actions: bool  # whether the model predicts actions relative to the state (informative)
+    version: Version = PROTOCOL_VERSION
+
+
+class Infer(Struct):
+    """Client -> server: plan a chunk from this observation. Reply: a stream of Actions (or an Error)."""
+
+    request_id: UInt  # chosen by the client, unique per connection; replies carry it
+    step_index: UInt  # control step at which the observation was captured
+    capture_time_ns: UInt  # wall clock (time.time_ns) at capture
+    prompt: Text  # task instruction
+    images: Annotated[dict[str, np.ndarray], IMAGES]  # camera name -> uint8 [H, W, 3]
+    state: Annotated[np.ndarray, VECTOR]  # float32 [state_dim], robot units
+    future_state: Annotated[np.ndarray | None, VECTOR] = None  # float32 [state_dim]; plan from this, not `state`
+    prefix: Annotated[np.ndarray | None, ROWS] = None  # float32 [d, action_dim]: committed actions, returned bit-exact
+    delay_steps: Index = 0  # chunk indices the robot runs before this chunk takes over: d control steps * q
+    schedule: Schedule | None = None  # None: server default; else one of SCHEDULES
+    guidance: Annotated[np.ndarray | None, ROWS] = None  # float32 [n, action_dim]: previous chunk's leftover
+    # s, in chunk indices: actions executed after the prefix before the next chunk takes over (guided RTC's s;
+    # with the horizon-aware schedule the final ACTIONS may then stop at row len(prefix) + s, see Actions)
+    execution_horizon: Index | None = None
+    seed: UInt | None = None  # noise seed; None: server chooses
+
+
+class Actions(Struct):
+    """Server -> client: actions[start:start+n] of the chunk are final. The last message has final=True and
+    carries rows [0, m) of the chunk plus the full timing breakdown: m = chunk_length, or 1 <= m < chunk_length
+    when a horizon-aware request with an execution_horizon stopped sampling early; rows past m were never sampled
+    (docs/PROTOCOL.md, ACTIONS)."""
+
+    request_id: UInt
+    start: Index  # chunk index of actions[0]
+    actions: Annotated[np.ndarray, ROWS]  # float32 [n, action_dim], absolute robot units
+    final: bool  # True on the last message of a request
+    chunk_length: Length  # H
+    step_index: UInt  # the request's step_index, echoed
+    # queue_ms, preprocess_ms, prefill_ms, step_0_ms...
+    timing_ms: Annotated[dict[Key, Finite], Meta(max_length=MAX_MAP_ENTRIES)] = {}
+
+
+class Error(Struct):
+    """Server -> client: a request or message was refused or failed."""
+
+    code: ErrorCode
+    message: Text
+    request_id: UInt | None = None  # the request it concerns, when known
+
+
+class Ping(Struct):
+    """Either way: the reply echoes sent_ns and fills server_ns (wall clock, time.time_ns)."""
+
+    sent_ns: UInt
+    server_ns: UInt | None = None
+
+
+class Reset(Struct):
+    """Client -> server: forget this client's pending work. The reply is Reset()."""
+
+
+class Stats(Struct):
+    """Client -> server with no counters; the reply carries served, dropped, errors, clients, latency..."""
+
+    counters: Annotated[dict[Key, Int64 | Finite], Meta(max_length=MAX_MAP_ENTRIES)] = {}  # ints stay ints
+
+
 class RemoteError(ProtocolError):
     """The server answered with an ERROR message; carries its code, text and request id."""
 
@@ -71,109 +224,7 @@ class RemoteError(ProtocolError):
         self.error = error
 
 
-@dataclass
-class Hello:
-    """Client -> server on connect; the reply is Metadata."""
-
-    client: str = ""  # free-form client name for logs
-    version: int = PROTOCOL_VERSION  # protocol version the client speaks
-
-
-@dataclass
-class CameraSpec:
-    """One camera the policy expects: INFER images are uint8 [height, width, 3] under this name."""
-
-    name: str
-    height: int  # pixels
-    width: int  # pixels
-
-
-@dataclass
-class Metadata:
-    """Server -> client, the reply to Hello: what the policy expects and returns."""
-
-    model_id: str
-    cameras: list[CameraSpec]
-    state_dim: int  # length of Infer.state (robot units)
-    action_dim: int  # width of action chunks (robot's real action dims, not the model's padded 32)
-    chunk_length: int  # actions per chunk (H)
-    control_rate_hz: float  # control rate the policy was trained for (a hint)
-    precision: str  # e.g. "bf16", "fp8"
-    engine: str  # e.g. "torch", "tensorrt"
-    num_steps: int  # denoise steps per request
-    schedule: str  # default schedule: "constant" | "horizon-aware"
-    relative_actions: bool  # whether the model predicts actions relative to the state (informative)
-    version: int = PROTOCOL_VERSION
-
-
-@dataclass
-class Infer:
-    """Client -> server: plan a chunk from this observation. Reply: a stream of Actions (or an Error)."""
-
-    request_id: int  # chosen by the client, unique per connection; replies carry it
-    step_index: int  # control step at which the observation was captured
-    capture_time_ns: int  # wall clock (time.time_ns) at capture
-    prompt: str  # task instruction
-    images: dict[str, np.ndarray]  # camera name -> uint8 [H, W, 3]
-    state: np.ndarray  # float32 [state_dim], robot units
-    future_state: np.ndarray | None = None  # float32 [state_dim]; plan from this instead of `state`
-    prefix: np.ndarray | None = None  # float32 [d, action_dim]: committed actions, returned bit-exact
-    delay_steps: int = 0  # chunk indices the robot runs before this chunk takes over: d control steps * q
-    schedule: str | None = None  # None: server default; else one of SCHEDULES
-    guidance: np.ndarray | None = None  # float32 [n, action_dim]: previous chunk's leftover (guided RTC)
-    # s, in chunk indices: actions executed after the prefix before the next chunk takes over (guided RTC's s;
-    # with the horizon-aware schedule the final ACTIONS may then stop at row len(prefix) + s, see Actions)
-    execution_horizon: int | None = None
-    seed: int | None = None  # noise seed; None: server chooses
-
-
-@dataclass
-class Actions:
-    """Server -> client: actions[start:start+n] of the chunk are final. The last message has final=True and
-    carries rows [0, m) of the chunk plus the full timing breakdown: m = chunk_length, or 1 <= m < chunk_length
-    when a horizon-aware request with an execution_horizon stopped sampling early; rows past m were never sampled
-    (docs/PROTOCOL.md, ACTIONS)."""
-
-    request_id: int
-    start: int  # chunk index of actions[0]
-    actions: np.ndarray  # float32 [n, action_dim], absolute robot units
-    final: bool  # True on the last message of a request
-    chunk_length: int  # H
-    step_index: int  # the request's step_index, echoed
-    timing_ms: dict[str, float] = field(default_factory=dict)  # queue_ms, preprocess_ms, prefill_ms, step_0_ms...
-
-
-@dataclass
-class Error:
-    """Server -> client: a request or message was refused or failed."""
-
-    code: ErrorCode
-    message: str
-    request_id: int | None = None  # the request it concerns, when known
-
-
-@dataclass
-class Ping:
-    """Either way: the reply echoes sent_ns and fills server_ns (wall clock, time.time_ns)."""
-
-    sent_ns: int
-    server_ns: int | None = None
-
-
-@dataclass
-class Reset:
-    """Client -> server: forget this client's pending work. The reply is Reset()."""
-
-
-@dataclass
-class Stats:
-    """Client -> server with no counters; the reply carries served, dropped, errors, clients, latency..."""
-
-    counters: dict[str, int | float] = field(default_factory=dict)
-
-
 Message = Hello | Metadata | Infer | Actions | Error | Ping | Reset | Stats
-
 MESSAGE_TYPES: dict[type, MessageType] = {
     Hello: MessageType.HELLO,
     Metadata: MessageType.METADATA,

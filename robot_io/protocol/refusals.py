@@ -22,13 +22,14 @@ from collections.abc import Sequence
 from typing import Annotated, Any, get_args, get_origin
 
 import msgspec
+from msgspec import Meta
 
 from robot_io.protocol.arrays import received_arrays
 from robot_io.protocol.limits import Limits
-from robot_io.protocol.messages import PROTOCOL_VERSION, ErrorCode, MessageError, MessageType, bad_message
+from robot_io.protocol.messages import PROTOCOL_VERSION, ErrorCode, MessageError, MessageType, Unique, bad_message
 from robot_io.protocol.msgpack_items import PYTHON_NAMES, RAW_LIST, count, entries, kind
 from robot_io.protocol.refusal_fields import decoded, descriptor, field_refusal, map_entries, scalar_value
-from robot_io.protocol.wire import HEADER_KEYS, header_types, unique_cameras
+from robot_io.protocol.wire import HEADER_KEYS, check_unique, header_types, marks
 
 # The deepest a valid header nests: header > body > cameras > one camera, or header > arrays > descriptor > shape.
 MAX_HEADER_DEPTH = 4
@@ -135,9 +136,9 @@ def _check_struct(where: str, raw: msgspec.Raw, struct: type[msgspec.Struct], un
         for key, value in listed:  # every value of the key, as msgspec checks each (and keeps the last)
             if key == field.name:
                 _check_value(f"{where}.{field.name}", value, field.type)
-        if field.name == "cameras":  # METADATA's: what no type says, checked before the next field
-            cameras = decoded(where, dict(listed)["cameras"], RAW_LIST.decode)
-            unique_cameras([_last(f"{where}.cameras", camera, "name") for camera in cameras])
+        for unique in (mark for mark in marks(field.type) if isinstance(mark, Unique)):  # before the next field
+            at, items = f"{where}.{field.name}", decoded(where, dict(listed)[field.name], RAW_LIST.decode)
+            check_unique(at, unique, [_last(at, item, unique.key) for item in items])
 
 
 def _last(where: str, raw: msgspec.Raw, key: str) -> str:
@@ -158,7 +159,7 @@ def _check_value(where: str, raw: msgspec.Raw, field_type: Any) -> None:
     length = count(raw) if kind(raw) == want else None
     if length is None:
         raise bad_message(f"{where}: expected {want}, got {PYTHON_NAMES[kind(raw)]}")
-    limit = min((meta.max_length for meta in bounds if meta.max_length is not None), default=None)
+    limit = min((m.max_length for m in bounds if isinstance(m, Meta) and m.max_length is not None), default=None)
     if limit is not None and length[0] > limit:
         raise field_refusal(where, raw, f"Expected `{'array' if container is list else 'object'}` of length <= {limit}")
     if container is list:

@@ -1,62 +1,37 @@
-"""The header frame as typed structs (msgspec): what `decode` accepts, message type by message type.
+"""The header frame as typed structs, derived from the message declarations (messages.py): what `decode` accepts.
 
-Every bound is in the types, the receiver's `Limits` included (one set of types per Limits, built on first use:
-`header_types`). msgspec decodes a header straight into them, in C, and stops at the first element that does not fit:
-a field of the wrong msgpack type, a key missing or extra, a value or a length out of bounds (a length before the
-items), an ext type anywhere, nesting deeper than the type. The body is decoded second, from the msgspec.Raw the
-header decode leaves it, so that its map's entry count can be read too. What no type can say is checked right after
-(codec.py): no duplicate key in the header or body map, camera names unique (`unique_cameras`).
-Why a header that does not decode is refused, and with which ErrorCode, is refusals.py's. docs/PROTOCOL.md describes
-every field.
+A message's body is its fields but the `Array` ones, in their declared order. `header_types(limits)` turns every
+declaration into the struct a receiver with these `Limits` decodes into (each `Bound` set from them; built on first
+use), and the header into a union tagged by "type". msgspec decodes a header straight into them, in C, and stops at the
+first element that does not fit: a field of the wrong msgpack type, a key missing or extra, a value or a length out of
+bounds (a length before the items), an ext type anywhere, nesting deeper than the type. The body is decoded second,
+from the msgspec.Raw the header decode leaves it, so that its map's entry count can be read too. What no type can say
+is checked right after (codec.py): no duplicate key in the header or body map, `Unique` lists. Why a header that does
+not decode is refused, and with which ErrorCode, is refusals.py's. docs/PROTOCOL.md describes every field.
 """
 
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar, Union
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import msgspec
 import numpy as np
 from msgspec import Meta, Struct
 
 from robot_io.protocol.limits import Limits
-from robot_io.protocol.messages import SCHEDULES, ErrorCode, MessageType, bad_value
+from robot_io.protocol.messages import IMAGES, MESSAGE_TYPES, Array, Bound, MessageType, Unique, bad_value
 
-INT64_MAX = 2**63 - 1
-FLOAT_MAX = 1.7976931348623157e308  # the largest finite float: NaN and +-inf are outside [-FLOAT_MAX, FLOAT_MAX]
-MAX_MAP_ENTRIES = 256  # entries of timing_ms and counters
-IMAGE_PREFIX = "image/"  # an image array is named "image/<camera name>"
-MAX_NAME_CHARS = 256 + len(IMAGE_PREFIX)  # an array's name
+MAX_NAME_CHARS = 256 + len(IMAGES.prefix)  # an array's name: "image/" and a camera name
 MAX_RANK = 4  # dims of an array
 MAX_DIM = 2**31 - 1  # size of one dim
 HEADER_KEYS = {"v", "type", "body", "arrays"}
 STRICT = {"forbid_unknown_fields": True, "gc": False}  # every struct: no key but its fields, no GC tracking
+MESSAGES = {mtype: cls for cls, mtype in MESSAGE_TYPES.items()}
 T = TypeVar("T")
-
-
-def between(low: int, high: int) -> Any:
-    return Annotated[int, Meta(ge=low, le=high)]
-
-
-def text(max_chars: int) -> Any:
-    return Annotated[str, Meta(max_length=max_chars)]
-
-
-UInt = between(0, INT64_MAX)  # request ids, step indices, wall-clock ns, seeds
-Version = between(0, 2**31 - 1)
-Finite = Annotated[float, Meta(ge=-FLOAT_MAX, le=FLOAT_MAX)]  # an int is accepted (as a float)
-Int64 = between(-INT64_MAX - 1, INT64_MAX)
-Name = text(256)
-Short = text(64)
-Key = text(64)  # keys of timing_ms and counters
-Schedule = Literal[SCHEDULES]
-
-
-def number_map(value: Any) -> Any:
-    """timing_ms, counters: str keys, at most MAX_MAP_ENTRIES."""
-    return Annotated[dict[Key, value], Meta(max_length=MAX_MAP_ENTRIES)]
 
 
 class ArrayDescriptor(Struct, **STRICT):
@@ -64,59 +39,60 @@ class ArrayDescriptor(Struct, **STRICT):
 
     name: Annotated[str, Meta(min_length=1, max_length=MAX_NAME_CHARS)]
     dtype: Literal["uint8", "float32"]
-    shape: Annotated[list[between(0, MAX_DIM)], Meta(max_length=MAX_RANK)]
+    shape: Annotated[list[Annotated[int, Meta(ge=0, le=MAX_DIM)]], Meta(max_length=MAX_RANK)]
 
 
-def body_fields(limits: Limits) -> dict[MessageType, list[tuple[str, Any]]]:
-    """The fields of every message type's body, in the order a sender writes them, each with its type; the bounds
-    a receiver sets are `limits`'."""
-    prompt = text(limits.max_prompt_chars)  # and other free text
-    index = between(0, limits.max_chunk_length)  # a row of a chunk, or a count of rows
-    length = between(1, limits.max_chunk_length)
-    side = between(1, limits.max_image_side)
-    camera = msgspec.defstruct("Camera", [("name", Name), ("height", side), ("width", side)], **STRICT)
-    return {
-        MessageType.HELLO: [("client", Name), ("version", Version)],
-        MessageType.METADATA: [
-            ("model_id", prompt),
-            ("cameras", Annotated[list[camera], Meta(max_length=limits.max_images)]),
-            ("state_dim", between(1, limits.max_state_dim)),
-            ("action_dim", between(1, limits.max_action_dim)),
-            ("chunk_length", length),
-            ("control_rate_hz", Annotated[float, Meta(ge=1e-3, le=1e5)]),
-            ("precision", Short),
-            ("engine", Short),
-            ("num_steps", length),
-            ("schedule", Schedule),
-            ("relative_actions", bool),
-            ("version", Version),
-        ],
-        MessageType.INFER: [
-            ("request_id", UInt),
-            ("step_index", UInt),
-            ("capture_time_ns", UInt),
-            ("prompt", prompt),
-            ("delay_steps", index),
-            ("schedule", Schedule | None),
-            ("execution_horizon", index | None),
-            ("seed", UInt | None),
-        ],
-        MessageType.ACTIONS: [
-            ("request_id", UInt),
-            ("start", index),
-            ("final", bool),
-            ("chunk_length", length),
-            ("step_index", UInt),
-            ("timing_ms", number_map(Finite)),
-        ],
-        MessageType.ERROR: [("code", ErrorCode), ("message", prompt), ("request_id", UInt | None)],
-        MessageType.PING: [("sent_ns", UInt), ("server_ns", UInt | None)],
-        MessageType.RESET: [],
-        MessageType.STATS: [("counters", number_map(Int64 | Finite))],  # ints stay ints
-    }
+def marks(field_type: Any) -> tuple[Any, ...]:
+    """The metadata of an Annotated type (its bounds and marks); () for any other type."""
+    return field_type.__metadata__ if get_origin(field_type) is Annotated else ()
 
 
-BODY_KEYS = {mtype: tuple(name for name, _ in fields) for mtype, fields in body_fields(Limits()).items()}
+def array_spec(field: msgspec.structs.FieldInfo) -> Array | None:
+    return next((mark for mark in marks(field.type) if isinstance(mark, Array)), None)
+
+
+def struct_list(field_type: Any) -> type[Struct] | None:
+    """The item struct of a list-of-structs type, else None."""
+    base = get_args(field_type)[0] if marks(field_type) else field_type
+    item = get_args(base)[0] if get_origin(base) is list else None
+    return item if isinstance(item, type) and issubclass(item, Struct) else None
+
+
+BODY_FIELDS = {  # the fields each message type's body carries, in the order a sender writes them
+    mtype: tuple(f for f in msgspec.structs.fields(cls) if array_spec(f) is None) for mtype, cls in MESSAGES.items()
+}
+BODY_KEYS = {mtype: tuple(f.name for f in fields) for mtype, fields in BODY_FIELDS.items()}
+ARRAY_FIELDS = {  # (field, its Array, whether a message must carry it) in declared order: the order checked on receipt
+    cls: tuple((f.name, array_spec(f), f.required) for f in msgspec.structs.fields(cls) if array_spec(f) is not None)
+    for cls in MESSAGE_TYPES
+}
+UNIQUE = {  # the `Unique` lists of each message type's body
+    mtype: tuple((f.name, m) for f in fields for m in marks(f.type) if isinstance(m, Unique))
+    for mtype, fields in BODY_FIELDS.items()
+}
+STRUCT_LISTS = {  # the lists of structs in a body (METADATA's cameras): built as the declared struct on receipt
+    mtype: tuple((f.name, item) for f in fields if (item := struct_list(f.type)) is not None)
+    for mtype, fields in BODY_FIELDS.items()
+}
+
+
+def resolved(field_type: Any, limits: Limits) -> Any:
+    """`field_type` with every `Bound` in it set from `limits`, and every message struct in it as its body's struct."""
+    origin, args = get_origin(field_type), get_args(field_type)
+    if origin is Annotated:
+        bounds = (mark.meta(limits) if isinstance(mark, Bound) else mark for mark in field_type.__metadata__)
+        return Annotated[(resolved(args[0], limits), *bounds)]
+    if origin in (Union, types.UnionType):
+        return Union[tuple(resolved(arg, limits) for arg in args)]  # noqa: UP007 - built at runtime
+    if origin in (list, dict):
+        return origin[tuple(resolved(arg, limits) for arg in args)]
+    if isinstance(field_type, type) and issubclass(field_type, Struct):
+        return body_struct(field_type, [(f.name, f.type) for f in msgspec.structs.fields(field_type)], limits)
+    return field_type
+
+
+def body_struct(cls: type, fields: list[tuple[str, Any]], limits: Limits) -> type[Struct]:
+    return msgspec.defstruct(f"{cls.__name__}Body", [(name, resolved(t, limits)) for name, t in fields], **STRICT)
 
 
 @dataclass(frozen=True)
@@ -158,8 +134,8 @@ def header_types(limits: Limits) -> HeaderTypes:
     """The header types whose bounds are `limits` (built on first use: ~1 ms)."""
     bodies, headers = {}, {}
     descriptors = Annotated[list[ArrayDescriptor], Meta(max_length=limits.max_frames - 1)]  # one per array frame
-    for mtype, fields in body_fields(limits).items():
-        bodies[mtype] = msgspec.defstruct(f"{mtype.value.title()}Body", fields, **STRICT)
+    for mtype, fields in BODY_FIELDS.items():
+        bodies[mtype] = body_struct(MESSAGES[mtype], [(f.name, f.type) for f in fields], limits)
         header = [("v", int), ("body", msgspec.Raw), ("arrays", descriptors)]
         name = f"{mtype.value.title()}Header"
         headers[msgspec.defstruct(name, header, tag_field="type", tag=mtype.value, **STRICT)] = mtype
@@ -167,10 +143,10 @@ def header_types(limits: Limits) -> HeaderTypes:
     return HeaderTypes(bodies, headers, decoder, {m: msgspec.msgpack.Decoder(b) for m, b in bodies.items()})
 
 
-def unique_cameras(names: list[str]) -> None:
-    """METADATA's cameras have distinct names (else BAD_VALUE): the one check no type says."""
-    if len(set(names)) != len(names):
-        raise bad_value("METADATA.body.cameras: duplicate camera names")
+def check_unique(where: str, unique: Unique, keys: list[Any]) -> None:
+    """BAD_VALUE when two items of a `Unique` list share their key: the one check no type says."""
+    if len(set(keys)) != len(keys):
+        raise bad_value(f"{where}: duplicate {unique.what}")
 
 
 def plain_scalar(value: Any) -> Any:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any
 
+import msgspec
 import numpy as np
 from websockets.frames import CloseCode
 
@@ -27,7 +27,7 @@ ERROR_CLOSE_REASON = "request failed; the message is in the previous frame"
 
 def metadata_frame(metadata: Metadata, observation_map: str) -> dict[str, Any]:
     """What an openpi client gets from `get_server_metadata()`: the policy's Metadata as plain msgpack types."""
-    frame = asdict(metadata)  # cameras become [{"name", "height", "width"}]
+    frame = msgspec.to_builtins(metadata)  # cameras become [{"name", "height", "width"}]
     frame["vlash_protocol_version"] = frame.pop("version")
     frame.update(server="vlash", observation_map=observation_map)
     return frame
