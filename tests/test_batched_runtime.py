@@ -4,17 +4,18 @@ the chunk it gets alone (pi05-tiny, random weights), row by row."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
+from robot_io.protocol import Infer
 from tests.torch_threads import torch_threads
 from vlash.engines import create_engine
 from vlash.engines.torch_engine import TorchEngine
 from vlash.policies.formats.random_policy import random_policy
 from vlash.policies.processing.processor import Observation
-from vlash.runtime.policy_runtime import Cancelled, ChunkRequest, ChunkResult, PolicyRuntime, RowEvent
+from vlash.runtime.policy_runtime import Cancelled, ChunkResult, PolicyRuntime, RowEvent, make_infer
 
 STEPS = 4
 ATOL = 1e-5  # normalized == robot units here (identity stats)
@@ -42,7 +43,7 @@ def _image(runtime: PolicyRuntime, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
 
 
-def _requests(runtime: PolicyRuntime) -> list[ChunkRequest]:
+def _requests(runtime: PolicyRuntime) -> list[Infer]:
     """Plain constant; horizon-aware with a 3-row prefix; horizon-aware with an early stop; guided RTC."""
     cam = runtime.config.camera_names[0]
     guidance = np.random.default_rng(5).normal(0.0, 0.5, (30, 2)).astype(np.float32)
@@ -53,14 +54,14 @@ def _requests(runtime: PolicyRuntime) -> list[ChunkRequest]:
         ("go to the goal", {"guidance": guidance, "delay_steps": 2, "execution_horizon": 10}),
     ]
     return [
-        ChunkRequest(
+        make_infer(
             {cam: _image(runtime, i)}, np.array([0.2 * i - 0.3, 0.5 - 0.1 * i], np.float32), prompt, seed=i, **kw
         )
         for i, (prompt, kw) in enumerate(specs)
     ]
 
 
-def _assert_same(got: ChunkResult, want: ChunkResult, request: ChunkRequest) -> None:
+def _assert_same(got: ChunkResult, want: ChunkResult, request: Infer) -> None:
     assert isinstance(got, ChunkResult), got
     assert (got.final_rows, got.num_steps, got.seed) == (want.final_rows, want.num_steps, want.seed)
     np.testing.assert_array_equal(got.final_at_step, want.final_at_step)
@@ -211,7 +212,7 @@ def test_rows_with_different_prefix_lengths_each_get_their_chunk_alone(runtime):
     cam = runtime.config.camera_names[0]
     prefix = np.random.default_rng(7).normal(0.0, 0.5, (5, 2)).astype(np.float32)
     requests = [
-        ChunkRequest({cam: _image(runtime, 10 + i)}, np.array([0.1, -0.2 * i], np.float32), prompt, seed=10 + i, **kw)
+        make_infer({cam: _image(runtime, 10 + i)}, np.array([0.1, -0.2 * i], np.float32), prompt, seed=10 + i, **kw)
         for i, (prompt, kw) in enumerate(
             [
                 ("pick", {"prefix": prefix[:2], "schedule": "horizon-aware"}),

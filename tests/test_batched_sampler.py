@@ -12,6 +12,7 @@ from tests.sampling.conftest import BimodalField, MixingField
 from vlash.errors import ShapeError
 from vlash.sampling import (
     BatchStepper,
+    Cancelled,
     FlowSampler,
     GuidanceConfig,
     SamplerConfig,
@@ -51,10 +52,11 @@ def _run(stepper: BatchStepper, field, drop_at: dict[int, int] | None = None):
         stepper.drop([row for row, k in (drop_at or {}).items() if k == stepper.step_index])
         if stepper.done:
             break
-        report = stepper.step(velocity)
-        for f in report.finals:
-            finals.setdefault(f.row, []).append((f.start, f.stop, f.step, f.actions))
-        results.update({d.row: d.result for d in report.done})
+        for event in stepper.step(velocity):
+            if event.done:
+                results[event.row] = event.result
+            else:
+                finals.setdefault(event.row, []).append((event.start, event.stop, event.step, event.actions))
     return finals, results, sizes
 
 
@@ -65,8 +67,8 @@ def test_stacked_rows_end_where_each_ends_alone(shrink):
     alone = []
     for sampler, kw in rows:
         run = sampler.start(field, **kw)
-        chunks = list(run)
-        alone.append(([(c.start, c.stop, c.step, c.actions[0]) for c in chunks], run.result))
+        chunks = [event for event in run if not event.done]
+        alone.append(([(c.start, c.stop, c.step, c.actions) for c in chunks], run.result))
     plan = stack_plans([sampler.plan(**kw) for sampler, kw in rows])
     assert plan.batch == 4 and plan.prefix_lens == [0, 4, 0, 0] and plan.guided == [False, False, False, True]
     finals, results, sizes = _run(BatchStepper(plan, shrink=shrink), field)
@@ -119,6 +121,23 @@ def test_a_dropped_row_leaves_and_the_others_go_on():
     for row in (1, 2):
         torch.testing.assert_close(results[row].actions, full[row].actions, atol=1e-6, rtol=0)
         assert [f[:3] for f in finals[row]] == [f[:3] for f in full_finals[row]]
+
+
+def test_run_ends_a_cancelled_row_with_one_done_event_and_the_others_go_on():
+    field = MixingField(H, A)
+    plan = stack_plans([sampler.plan(**kw) for sampler, kw in _rows()])
+    full_finals, full, _ = _run(BatchStepper(plan), field)
+    stepper = BatchStepper(plan)
+    events = list(stepper.run(field, cancelled=lambda row: row == 3 and stepper.step_index >= 2))
+    (gone,) = [e for e in events if e.row == 3 and e.done]
+    assert isinstance(gone.result, Cancelled)  # left before step 2: nothing of it after that
+    assert events.index(gone) == max(i for i, e in enumerate(events) if e.row == 3)
+    assert max(e.step for e in events if e.row == 3) <= 1
+    for row in (0, 1, 2):
+        (done,) = [e for e in events if e.row == row and e.done]
+        torch.testing.assert_close(done.result.actions, full[row].actions, atol=1e-6, rtol=0)
+        finals = [(e.start, e.stop, e.step) for e in events if e.row == row and not e.done]
+        assert finals == [f[:3] for f in full_finals[row]]
 
 
 def test_guided_velocity_per_row_leaves_weight_zero_rows_unchanged():

@@ -28,6 +28,7 @@ ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
 import vlash.fleet.app as fleet_app_module  # noqa: E402
+from robot_io.protocol import Infer  # noqa: E402
 from tests.server.conftest import PROMPT, STEPS, make_runtime, write_policy  # noqa: E402
 from tests.server.test_openpi_endpoint import OpenpiTestClient  # noqa: E402
 from vlash.errors import ConfigError  # noqa: E402
@@ -43,7 +44,7 @@ from vlash.fleet.batch import RequestFailed, replies  # noqa: E402
 from vlash.fleet.config import FleetConfig  # noqa: E402
 from vlash.fleet.ingress import MAX_RETRIES, OpenpiIngress  # noqa: E402
 from vlash.fleet.model import ModelReplica  # noqa: E402
-from vlash.runtime.policy_runtime import ChunkRequest  # noqa: E402
+from vlash.runtime.policy_runtime import make_infer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE_RUN_CONFIG = ROOT / "configs" / "ray" / "pi05_tiny.yaml"
@@ -74,7 +75,7 @@ class FakeRuntime:
                 outcomes.append(exc)
         return outcomes
 
-    def run(self, request: ChunkRequest):
+    def run(self, request: Infer):
         from vlash.runtime.policy_runtime import ChunkResult
 
         if request.prompt.startswith("bad"):
@@ -86,8 +87,8 @@ class FakeRuntime:
         return ChunkResult(actions, np.zeros(self.horizon, np.int64), 1, self.horizon, 0, {"total_ms": 1.0})
 
 
-def _request(prompt: str, x: float = 0.0) -> ChunkRequest:
-    return ChunkRequest(images={}, state=np.array([x, 0.0], np.float32), prompt=prompt)
+def _request(prompt: str, x: float = 0.0) -> Infer:
+    return make_infer({}, np.array([x, 0.0], np.float32), prompt)
 
 
 def test_a_failed_request_is_its_own_reply_and_never_the_batchs():
@@ -604,7 +605,7 @@ def test_the_fleet_serves_openpi_robots_and_survives_a_dead_replica(fleet, polic
     observation = {"images": {"base_0_rgb": image}, "state": np.array([0.5, 1.0], np.float32), "prompt": PROMPT}
     served = client.infer({**observation, "seed": 11})["actions"]
     client.close()
-    request = ChunkRequest(images={"base_0_rgb": image}, state=observation["state"], prompt=PROMPT, seed=11)
+    request = make_infer(images={"base_0_rgb": image}, state=observation["state"], prompt=PROMPT, seed=11)
     np.testing.assert_allclose(served, make_runtime(policy_dir).run(request).actions, rtol=0, atol=1e-5)
     # a bad observation is that robot's error reply (text frame, close 1011), and no one else's
     bad = OpenpiTestClient(fleet)

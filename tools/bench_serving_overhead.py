@@ -43,7 +43,7 @@ def measure(policy: str, threads: int, requests: int, warmup: int) -> dict:
     import torch
 
     from vlash.runtime.loading import load_runtime
-    from vlash.runtime.policy_runtime import ChunkRequest
+    from vlash.runtime.request import make_infer
 
     torch.set_num_threads(threads)
     runtime = load_runtime(policy).runtime
@@ -58,7 +58,7 @@ def measure(policy: str, threads: int, requests: int, warmup: int) -> dict:
             images = {c: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for c in cameras}
             state = rng.uniform(-1, 1, runtime.state_dims).astype(np.float32)
             start = time.perf_counter()
-            runtime.run(ChunkRequest(images, state, PROMPT, seed=i))
+            runtime.run(make_infer(images, state, PROMPT, seed=i))
             local_ms = (time.perf_counter() - start) * 1e3
             start = time.perf_counter()
             reply = client.infer(Infer(i, i, time.time_ns(), PROMPT, images, state, seed=i))

@@ -32,7 +32,7 @@ from vlash.policies.pi05.weights import build_random
 from vlash.policies.processing.normalization import EpsRule, FeatureNorm, Normalizer, NormMode
 from vlash.policies.processing.processor import Pi05Processor
 from vlash.policies.processing.tokenizer import Pi05PromptEncoder, PromptTokenizer, TokenizerError
-from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
+from vlash.runtime.policy_runtime import PolicyRuntime, make_infer
 
 CAMERA = "front"
 LEROBOT_TOKENS, OPENPI_TOKENS = 160, 200  # the layouts' prompt lengths (tests/checkpoints/layouts.py, openpi's pi05)
@@ -50,11 +50,11 @@ def model():
     return build_random(load_preset("pi05-tiny"), seed=11)
 
 
-def _request(state_dims: int, camera: str = CAMERA, seed: int = 7) -> ChunkRequest:
+def _request(state_dims: int, camera: str = CAMERA, seed: int = 7) -> Infer:
     rng = np.random.default_rng(3)
     image = rng.integers(0, 256, (96, 128, 3), dtype=np.uint8)  # not square: the resize pads
     state = rng.uniform(-1.0, 1.0, state_dims).astype(np.float32)
-    return ChunkRequest({camera: image}, state, PROMPT, seed=seed)
+    return make_infer({camera: image}, state, PROMPT, seed=seed)
 
 
 def _quantiles(stats: Stats, rule: EpsRule, eps: float) -> Normalizer:

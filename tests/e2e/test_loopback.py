@@ -20,7 +20,7 @@ from robot_io.runner import run_robot
 from tests.e2e.conftest import EPISODE_STEPS, sim_robot
 from tests.e2e.pacing import client_timeout_s, paced_run_config, probe_pace, run_bound_s
 from vlash.policies.processing.image import resize_with_pad
-from vlash.runtime.policy_runtime import ChunkRequest
+from vlash.runtime.policy_runtime import make_infer
 
 RUN_STEPS = 3 * EPISODE_STEPS  # control steps of each run (3 s at 30 Hz)
 
@@ -94,10 +94,10 @@ def test_native_camera_frames_are_resized_by_the_server_as_in_training(server, r
     with PolicyClient(server.endpoint, timeout_s=10.0) as client:  # one request: ~1 s on a loaded machine
         served = client.infer(infer).actions
     resized = {meta.cameras[0].name: resize_with_pad(frame, size, size, antialias=True)}
-    local = runtime.run(ChunkRequest(resized, state, "go to the goal", seed=7)).actions
+    local = runtime.run(make_infer(resized, state, "go to the goal", seed=7)).actions
     assert np.array_equal(served, local)
     nearest = {meta.cameras[0].name: resize_nearest(frame, size, size)}  # what the robot used to send
-    other = runtime.run(ChunkRequest(nearest, state, "go to the goal", seed=7)).actions
+    other = runtime.run(make_infer(nearest, state, "go to the goal", seed=7)).actions
     assert not np.array_equal(served, other)  # a second, different resize changes what the policy sees
 
 

@@ -3,23 +3,23 @@ eager engine's chunks, follow new observations and batch sizes, and build one gr
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
+from msgspec.structs import replace
 
+from robot_io.protocol import Infer
 from vlash.engines import create_engine
 from vlash.policies.formats.random_policy import random_policy
-from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
+from vlash.runtime.policy_runtime import PolicyRuntime, make_infer
 
 pytestmark = pytest.mark.gpu
 
 
-def _requests(runtime: PolicyRuntime, seed: int) -> list[ChunkRequest]:
+def _requests(runtime: PolicyRuntime, seed: int) -> list[Infer]:
     size = runtime.config.vision.image_size
     rng = np.random.default_rng(seed)
     images = {name: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for name in runtime.config.camera_names}
-    base = ChunkRequest(images, np.array([0.1, -0.2], np.float32), "go to the goal", seed=seed)
+    base = make_infer(images, np.array([0.1, -0.2], np.float32), "go to the goal", seed=seed)
     prefix = np.array([[0.1, 0.7], [-0.2, 0.3]], np.float32)
     return [base, replace(base, schedule="horizon-aware", prefix=prefix, seed=seed + 1)]
 

@@ -4,19 +4,19 @@ give the dynamic path's chunks (same noise), compile with no graph break, and be
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 import torch
+from msgspec.structs import replace
 
+from robot_io.protocol import Infer
 from tests.torch_threads import torch_threads
 from vlash.engines import create_engine
 from vlash.engines.static_program import prefill_function, span_function
 from vlash.errors import ConfigError
 from vlash.policies.formats.random_policy import random_policy
 from vlash.policies.pi05.examples import random_inputs
-from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult, PolicyRuntime
+from vlash.runtime.policy_runtime import ChunkResult, PolicyRuntime, make_infer
 from vlash.sampling.span import StepSpan
 
 STEPS = 4
@@ -35,7 +35,7 @@ def policy(request):
     return random_policy("pi05-tiny", seed=3, cameras=request.param)
 
 
-def _requests(runtime: PolicyRuntime, count: int) -> list[ChunkRequest]:
+def _requests(runtime: PolicyRuntime, count: int) -> list[Infer]:
     """Constant; horizon-aware with a prefix; horizon-aware with an early stop; constant again (batch 4: all)."""
     size = runtime.config.vision.image_size
     kinds = [{}, {"schedule": "horizon-aware", "prefix": PREFIX}, {"schedule": "horizon-aware", "execution_horizon": 5}]
@@ -44,7 +44,7 @@ def _requests(runtime: PolicyRuntime, count: int) -> list[ChunkRequest]:
         rng = np.random.default_rng(i)
         images = {name: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for name in runtime.config.camera_names}
         state = np.array([0.3 * i - 0.4, 0.2], np.float32)
-        requests.append(ChunkRequest(images, state, "go to the goal", seed=10 + i, **kinds[i % len(kinds)]))
+        requests.append(make_infer(images, state, "go to the goal", seed=10 + i, **kinds[i % len(kinds)]))
     return requests
 
 

@@ -26,7 +26,7 @@ from vlash.policies.formats.loading import load_policy
 from vlash.policies.names.hub import PALIGEMMA_TOKENIZER
 from vlash.policies.pi05.config import load_preset
 from vlash.policies.processing.processor import Observation
-from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
+from vlash.runtime.policy_runtime import PolicyRuntime, make_infer
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "examples" / "lerobot_pi05_tiny"
@@ -50,9 +50,9 @@ def reference() -> dict[str, np.ndarray]:
         return {key: arrays[key] for key in arrays.files}
 
 
-def _request(reference: dict, obs: str) -> ChunkRequest:
+def _request(reference: dict, obs: str) -> Infer:
     images = {cam: reference[f"{obs}/image/{cam}"] for cam in CAMERAS}
-    return ChunkRequest(
+    return make_infer(
         images, reference[f"{obs}/state"], str(reference[f"{obs}/task"]), seed=int(reference[f"{obs}/seed"])
     )
 

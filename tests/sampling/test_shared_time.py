@@ -42,9 +42,8 @@ def _run(plan, shared_time: bool):
         return field(x, tau.expand(x.shape[:2]) if tau.shape[1] == 1 else tau)
 
     stepper = BatchStepper(plan, shared_time=shared_time)
-    while not stepper.done:
-        report = stepper.step(velocity)
-    return report.done, shapes
+    done = [event for event in stepper.run(velocity) if event.done]
+    return done, shapes
 
 
 @pytest.mark.parametrize("schedule", ["constant", "horizon-aware"])

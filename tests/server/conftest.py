@@ -19,9 +19,9 @@ from vlash.policies.formats.vlash_dir import save_policy
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.weights import build_random
 from vlash.policies.processing.normalization import FeatureNorm, Normalizer, NormMode
+from vlash.runtime.metadata import policy_metadata
 from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.config import ServerConfig
-from vlash.runtime.metadata import policy_metadata
 from vlash.server.server import PolicyServer
 
 MICRO = Path(__file__).parents[1] / "train" / "pi05-micro.yaml"  # ~0.1M parameters: fast on a busy CPU

@@ -48,7 +48,7 @@ def simulate(queue: JobQueue, clients: list[SimClient], stages: int, duration: i
 
     def submit(name: str) -> None:
         infer = Infer(next(next_id), 0, 0, "", {}, np.zeros(1, np.float32))
-        for old in queue.submit(Job.of(name.encode(), infer)):  # replaced while pending: DROPPED
+        for old in queue.submit(Job(name.encode(), infer)):  # replaced while pending: DROPPED
             finish(old, "dropped")
 
     def finish(job: Job, outcome: str) -> None:

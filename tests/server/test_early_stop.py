@@ -16,7 +16,7 @@ from websockets.sync.client import connect
 from robot_io.client import PolicyClient
 from robot_io.protocol import Actions, Error, Infer
 from tests.server.conftest import PROMPT, STEPS, image, make_runtime, start_server
-from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
+from vlash.runtime.policy_runtime import PolicyRuntime, make_infer
 from vlash.server.config import OpenpiConfig
 from vlash.server.openpi_codec import packb, unpackb
 from vlash.server.openpi_endpoint import OpenpiEndpoint
@@ -32,10 +32,10 @@ def runtime(policy_dir) -> PolicyRuntime:
     return make_runtime(policy_dir)
 
 
-def _request(runtime: PolicyRuntime, **kw) -> ChunkRequest:
+def _request(runtime: PolicyRuntime, **kw) -> Infer:
     cam = runtime.config.camera_names[0]
     fields = {"prefix": PREFIX, "schedule": "horizon-aware", "seed": 7} | kw
-    return ChunkRequest(images={cam: image(runtime)}, state=STATE, prompt=PROMPT, **fields)
+    return make_infer({cam: image(runtime)}, STATE, PROMPT, **fields)
 
 
 # --- the runtime ------------------------------------------------------------------------------------------------

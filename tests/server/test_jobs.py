@@ -11,7 +11,7 @@ from vlash.server.jobs import RESET, SUPERSEDED, Job, JobQueue
 
 
 def job(client: bytes, request_id: int) -> Job:
-    return Job.of(client, Infer(request_id, 0, 0, "", {}, np.zeros(1, np.float32)))
+    return Job(client, Infer(request_id, 0, 0, "", {}, np.zeros(1, np.float32)))
 
 
 def test_a_newer_request_cancels_the_running_one_once_then_the_running_one_finishes():

@@ -16,7 +16,7 @@ GATHER_S = 5.0  # what a gathering rule below allows at most: a wait that must b
 
 def job(client: bytes, request_id: int, received_ns: int | None = None) -> Job:
     infer = Infer(request_id, 0, 0, "", {}, np.zeros(1, np.float32))
-    return Job.of(client, infer) if received_ns is None else Job.of(client, infer, received_ns=received_ns)
+    return Job(client, infer) if received_ns is None else Job(client, infer, received_ns=received_ns)
 
 
 def wait_until(deadline_s: float) -> float:
@@ -82,7 +82,7 @@ def test_a_full_queue_refuses_a_new_client_and_accepts_a_replacement():
     late = job(b"c", 1)
     assert queue.submit(late) == [late] and late.reason == BUSY and len(queue) == 2
     b2 = job(b"b", 2)
-    assert [j.request_id for j in queue.submit(b2)] == [1]  # replaces b's pending job: accepted
+    assert [j.infer.request_id for j in queue.submit(b2)] == [1]  # replaces b's pending job: accepted
     running = queue.take_batch(1, 0.0)
     assert [j.client for j in running] == [b"a"]
     c2 = job(b"c", 2)

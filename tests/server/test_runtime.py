@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 import torch
+from msgspec.structs import replace
 
 from robot_io.protocol import Infer
 from tests.server.conftest import PROMPT, STEPS, image, make_runtime
 from vlash.eval.policies import LearnedPolicy
 from vlash.policies.formats.loading import load_policy
 from vlash.policies.processing.processor import Observation
-from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
+from vlash.runtime.policy_runtime import PolicyRuntime, make_infer
 from vlash.sampling import FlowSampler, GuidanceConfig, SamplerConfig
 
 STATE = np.array([0.5, 1.25], np.float32)
@@ -29,12 +28,12 @@ def relative_runtime(relative_policy_dir) -> PolicyRuntime:
     return make_runtime(relative_policy_dir)
 
 
-def _request(runtime: PolicyRuntime, **kw) -> ChunkRequest:
+def _request(runtime: PolicyRuntime, **kw) -> Infer:
     cam = runtime.config.camera_names[0]
-    return ChunkRequest(images={cam: image(runtime)}, state=STATE, prompt=PROMPT, seed=7, **kw)
+    return make_infer({cam: image(runtime)}, STATE, PROMPT, **({"seed": 7} | kw))
 
 
-def _stream(runtime: PolicyRuntime, request: ChunkRequest):
+def _stream(runtime: PolicyRuntime, request: Infer):
     *pieces, done = runtime.stream([request])
     assert done.done and not any(piece.done for piece in pieces)
     return pieces, done.result
@@ -79,12 +78,10 @@ def test_timing_breakdown_is_complete(runtime):
 def test_seed_makes_requests_repeatable(runtime):
     a = runtime.run(_request(runtime)).actions
     np.testing.assert_array_equal(a, runtime.run(_request(runtime)).actions)
-    assert not np.array_equal(a, runtime.run(replace(_request(runtime), seed=8)).actions)
-    unseeded = [runtime.run(replace(_request(runtime), seed=None)) for _ in range(2)]
+    assert not np.array_equal(a, runtime.run(_request(runtime, seed=8)).actions)
+    unseeded = [runtime.run(_request(runtime, seed=None)) for _ in range(2)]
     assert unseeded[0].seed != unseeded[1].seed
-    np.testing.assert_array_equal(
-        runtime.run(replace(_request(runtime), seed=unseeded[0].seed)).actions, unseeded[0].actions
-    )
+    np.testing.assert_array_equal(runtime.run(_request(runtime, seed=unseeded[0].seed)).actions, unseeded[0].actions)
 
 
 def test_relative_policy_returns_absolute_actions_from_the_planning_state(runtime, relative_runtime):
@@ -141,17 +138,13 @@ def test_a_learned_policy_goes_through_the_runtime_and_matches_the_old_path(rela
         np.testing.assert_array_equal(plan(infer).actions, expected)
 
 
-def test_a_request_from_an_infer_carries_every_field_and_drops_an_empty_prefix():
-    images = {"base_0_rgb": np.zeros((4, 4, 3), np.uint8)}
-    guidance, future = np.ones((3, 2), np.float32), np.array([1.0, 2.0], np.float32)
-    infer = Infer(
-        1, 2, 3, "go", images, STATE, future, np.zeros((0, 2), np.float32), 4, "horizon-aware", guidance, 6, 9
+def test_the_runtime_runs_an_infer_as_it_is_and_an_empty_prefix_is_no_prefix(runtime):
+    """The runtime's request is the INFER itself (no copy into another type): an empty prefix plans as none."""
+    whole = runtime.run(_request(runtime, schedule="horizon-aware", execution_horizon=5))
+    empty = _request(runtime, schedule="horizon-aware", execution_horizon=5, prefix=np.zeros((0, 2), np.float32))
+    assert runtime.rows_needed(empty) == 5
+    result = runtime.run(empty)
+    assert (
+        result.actions.tobytes() == whole.actions.tobytes() and result.final_rows == whole.final_rows < runtime.horizon
     )
-    request = ChunkRequest.from_infer(infer)
-    assert request.prefix is None and request.planning_state is future
-    assert (request.prompt, request.delay_steps, request.schedule, request.execution_horizon, request.seed) == (
-        "go", 4, "horizon-aware", 6, 9
-    )  # fmt: skip
-    assert request.images is images and request.state is STATE and request.guidance is guidance
-    prefix = np.ones((2, 2), np.float32)
-    assert ChunkRequest.from_infer(replace(infer, prefix=prefix)).prefix is prefix
+    assert (result.final_at_step != -2).all()  # no row is a prefix row

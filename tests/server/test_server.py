@@ -12,8 +12,8 @@ from robot_io.client import PolicyClient
 from robot_io.protocol import Actions, Error, ErrorCode, Infer
 from tests.server.conftest import PROMPT, STEPS, image, make_runtime, start_server
 from vlash.errors import ConfigError, ServerError
-from vlash.server.config import ServerConfig
 from vlash.runtime.metadata import policy_metadata
+from vlash.server.config import ServerConfig
 from vlash.server.server import PolicyServer
 
 TIMEOUT_S = 10.0

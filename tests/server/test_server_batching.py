@@ -17,9 +17,8 @@ from robot_io.protocol import Actions, CameraSpec, Error, ErrorCode, Infer, Stat
 from tests.server.conftest import PROMPT, STEPS, image, make_runtime, start_server
 from tests.server.fake_runtime import WAIT_S, FakeRuntime, fake_infer, last_reply, start_fake_server
 from vlash.errors import ConfigError
-from vlash.runtime.policy_runtime import ChunkRequest
-from vlash.server.config import ServerConfig
 from vlash.runtime.metadata import policy_metadata
+from vlash.server.config import ServerConfig
 from vlash.server.server import PolicyServer
 from vlash.server.stats import MAX_CLIENT_ROWS, ServerStats
 
@@ -355,7 +354,7 @@ def test_batched_chunks_equal_each_request_run_alone_and_partials_still_stream(p
     for infer in infers:
         *partial, final = replies[infer.request_id]
         assert isinstance(final, Actions) and final.final, final
-        alone = reference.run(ChunkRequest.from_infer(infer))
+        alone = reference.run(infer)
         assert len(final.actions) == alone.final_rows
         np.testing.assert_allclose(final.actions, alone.actions[: alone.final_rows], rtol=1e-5, atol=1e-5)
         if infer.schedule == "horizon-aware":  # rows final early stream as partial ACTIONS, contiguous

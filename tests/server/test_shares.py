@@ -38,7 +38,7 @@ class Sim:
     def send(self, client: bytes, local: Callable | None) -> Job | None:
         """`client` sends a request now: its job, or None when it was refused BUSY."""
         infer = Infer(next(self.ids), 0, 0, "", {}, np.zeros(1, np.float32))
-        job = Job.of(client, infer, local, received_ns=self.now_ns)
+        job = Job(client, infer, local, received_ns=self.now_ns)
         refused = self.queue.submit(job)
         if refused and refused[0] is job:
             assert job.reason == BUSY

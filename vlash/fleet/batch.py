@@ -7,8 +7,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from robot_io.protocol import ErrorCode
-from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult, PolicyRuntime
+from robot_io.protocol import ErrorCode, Infer
+from vlash.runtime.policy_runtime import ChunkResult, PolicyRuntime
 from vlash.server.failures import BadOutput, check_finite, request_error
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ class RequestFailed:
     internal: bool  # True: the runtime failed (a bug, a device fault, NaN output); False: the request was bad
 
 
-def replies(runtime: PolicyRuntime, requests: Sequence[ChunkRequest]) -> list[ChunkResult | RequestFailed]:
+def replies(runtime: PolicyRuntime, requests: Sequence[Infer]) -> list[ChunkResult | RequestFailed]:
     """One reply per request, as the policy server answers them (vlash.server.failures): a request that does not fit
     the policy (ValueError, ShapeError) and a runtime failure become that request's RequestFailed; so does a chunk
     that is not finite (a diverged model). An exception of `run_batch` as a whole fails every request of the batch."""

@@ -22,12 +22,12 @@ from ray import serve
 from ray.exceptions import RayActorError
 from ray.serve.handle import DeploymentHandle
 
-from robot_io.protocol import Metadata
+from robot_io.protocol import Infer, Metadata
 from robot_io.protocol.errors import DeadlineExceeded
 from vlash.fleet.batch import RequestFailed
 from vlash.fleet.config import FleetConfig
 from vlash.fleet.openpi_requests import chunk_request
-from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult
+from vlash.runtime.policy_runtime import ChunkResult
 from vlash.server.openpi_codec import packb
 from vlash.server.openpi_frames import (
     ERROR_CLOSE_CODE,
@@ -123,14 +123,14 @@ class OpenpiIngress:
             self._metadata = await self._call("metadata", None)
         return self._metadata
 
-    async def _infer(self, request: ChunkRequest) -> ChunkResult | RequestFailed:
+    async def _infer(self, request: Infer) -> ChunkResult | RequestFailed:
         try:
             return await self._call("infer", request)
         except ReplicaFailed as exc:  # this robot's error reply; the replicas left are not risked on it
             log.error("%s", exc)
             return RequestFailed(str(exc), internal=True)
 
-    async def _call(self, method: str, request: ChunkRequest | None):
+    async def _call(self, method: str, request: Infer | None):
         """The model deployment's `method`, called again while the replica serving it dies (MAX_RETRIES times at
         most, then ReplicaFailed), within infer_timeout_s (then DeadlineExceeded)."""
         timeout_s = self.config.infer_timeout_s

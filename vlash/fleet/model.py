@@ -17,13 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ray import serve
 
-from robot_io.protocol import Metadata
+from robot_io.protocol import Infer, Metadata
 from vlash.fleet.batch import RequestFailed, replies
 from vlash.fleet.config import FleetConfig
 from vlash.runtime.loading import LoadedRuntime, warm_up
-from vlash.runtime.policy_runtime import ChunkRequest, ChunkResult
-from vlash.server.batching import batch_limit
 from vlash.runtime.metadata import policy_metadata
+from vlash.runtime.policy_runtime import ChunkResult
+from vlash.server.batching import batch_limit
 
 log = logging.getLogger("ray.serve")  # Serve's logger: lines land in the replica's log, tagged with its id
 
@@ -60,12 +60,12 @@ class ModelReplica:
     def ping(self) -> bool:
         return self.broken is None
 
-    async def infer(self, request: ChunkRequest) -> ChunkResult | RequestFailed:
+    async def infer(self, request: Infer) -> ChunkResult | RequestFailed:
         """One robot's request, batched with the others that arrive within batch_wait_ms."""
         return await self._batch(request)
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)  # both set from the config in __init__
-    async def _batch(self, requests: list[ChunkRequest]) -> list[ChunkResult | RequestFailed]:
+    async def _batch(self, requests: list[Infer]) -> list[ChunkResult | RequestFailed]:
         self._batch_started = time.monotonic()
         try:
             out = await asyncio.get_running_loop().run_in_executor(self._thread, replies, self.runtime, requests)

@@ -1,7 +1,7 @@
 """openpi frames -> runtime requests for the fleet's ingress, through the policy server's own admission.
 
 vlash's own openpi endpoint (vlash.server.openpi_endpoint) hands an observation to the policy server as an INFER;
-the fleet's ingress calls a model replica with a `ChunkRequest` instead, made here by the same two steps: the frame ->
+the fleet's ingress calls a model replica with the admitted INFER instead, made here by the same two steps: the frame ->
 INFER mapping both share (vlash.server.openpi_frames), then the admission every entry point runs
 (vlash.runtime.admission.admit: the protocol's bounds on every field, as the ZeroMQ server's decode checks them, and the
 policy's cameras, state dims and sampler constraints). A bad frame fails in the ingress, before it reaches a GPU, with
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from robot_io.protocol import Limits, Metadata
-from vlash.runtime.policy_runtime import ChunkRequest
+from robot_io.protocol import Infer, Limits, Metadata
 from vlash.runtime.admission import admit
 from vlash.server.openpi_codec import PROTOCOL_LIMITS
 from vlash.server.openpi_frames import observation_infer
@@ -27,7 +26,7 @@ def chunk_request(
     default_prompt: str | None,
     request_id: int,
     limits: Limits = PROTOCOL_LIMITS,
-) -> ChunkRequest:
+) -> Infer:
     """The request one openpi observation frame asks for; CodecError, ObservationError or MessageError (a
     ProtocolError) naming what is wrong. `observation_map` None: chosen per observation (`auto`). `limits`: the
     protocol's bounds (the ZeroMQ server's defaults)."""

@@ -1,13 +1,14 @@
 """The request -> chunk path shared by the policy server, the fleet, the evaluation harness and the benchmarks.
 
-`request` holds the one request type (`ChunkRequest`) and the one event type of a request's progress (`RowEvent`),
-torch-free; `policy_runtime` turns requests into their events (preprocess, engine prefill, the denoise loop,
-postprocess); `loading` builds a `PolicyRuntime` from a shipped policy, a checkpoint directory, an exported artifact
-or a preset with random weights. The package's names import torch only when `PolicyRuntime` is used.
+A request is the wire's `Infer`, admitted once where it arrived (`admission`); `request` holds its outcome
+(`ChunkResult`) and re-exports the one event type of its progress (`RowEvent`, vlash.sampling.events), torch-free;
+`policy_runtime` turns requests into their events (preprocess, engine prefill, the denoise loop, postprocess);
+`loading` builds a `PolicyRuntime` from a shipped policy, a checkpoint directory, an exported artifact or a preset
+with random weights. The package's names import torch only when `PolicyRuntime` is used.
 """
 
 from vlash.lazy_exports import lazy_exports
-from vlash.runtime.request import Cancelled, ChunkRequest, ChunkResult, RowEvent
+from vlash.runtime.request import Cancelled, ChunkResult, RowEvent, make_infer
 
-__all__ = ["Cancelled", "ChunkRequest", "ChunkResult", "PolicyRuntime", "RowEvent"]
+__all__ = ["Cancelled", "ChunkResult", "PolicyRuntime", "RowEvent", "make_infer"]
 __getattr__ = lazy_exports(__name__, {"PolicyRuntime": ".policy_runtime"})

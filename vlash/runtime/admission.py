@@ -5,24 +5,23 @@ openpi frame, vlash.fleet.openpi_requests). Each calls `admit`; a check added he
 `admit` runs, in order: the protocol's bounds on every field (prompt length, image sides, finite arrays, ...), as
 `decode` runs them on a received message (`robot_io.protocol.check` on an INFER made in process; skipped only for one
 that `decode` built), then what only the policy knows (`check_infer`: cameras, state dims, chunk length, sampler
-constraints), and makes the runtime request once (`ChunkRequest.from_infer`). A refusal is a MessageError whose code
-is the ERROR to reply with; its text is the same on every entry point.
+constraints), and passes the INFER on as the runtime's request (it is one: vlash.runtime.request). A refusal is a
+MessageError whose code is the ERROR to reply with; its text is the same on every entry point.
 """
 
 from __future__ import annotations
 
 from robot_io.protocol import ErrorCode, Infer, Limits, MessageError, Metadata, check, validate_infer
-from vlash.runtime.request import ChunkRequest
 
 
-def admit(infer: Infer, metadata: Metadata, limits: Limits, decoded: bool = False) -> ChunkRequest:
-    """The runtime request `infer` asks for, or MessageError naming the first thing refused. `decoded`: `infer` is what
-    `robot_io.protocol.decode` built with these `limits` (its bounds already checked, not checked again); False for an
-    INFER made in this process."""
+def admit(infer: Infer, metadata: Metadata, limits: Limits, decoded: bool = False) -> Infer:
+    """`infer` admitted: the request the runtime runs (what `check` returns for it), or MessageError naming the first
+    thing refused. `decoded`: `infer` is what `robot_io.protocol.decode` built with these `limits` (its bounds
+    already checked, not checked again); False for an INFER made in this process."""
     if not decoded:
         infer = check(infer, limits)
     check_infer(infer, metadata)
-    return ChunkRequest.from_infer(infer)
+    return infer
 
 
 def check_infer(infer: Infer, metadata: Metadata) -> None:

@@ -1,9 +1,10 @@
 """Prepared requests -> one batched prefill and one denoise loop -> each request's events.
 
 `PolicyRuntime` validates each request into a `PreparedRow` (its plan, model inputs, seed); `run_rows` prefills the
-rows together and runs them through the denoise loop (vlash.sampling.loop: each row keeps its schedule, prefix,
-guidance and early stop), and yields `RowEvent`s: a row's final actions as they come (robot units), then its done
-event as soon as the row finished, failed or was cancelled (`cancelled(row)` is read before every step). A row that
+rows together and runs them through the denoise loop (`BatchStepper.run`: each row keeps its schedule, prefix,
+guidance and early stop), and passes on the loop's `RowEvent`s in robot units: a row's final actions as they come
+(postprocessed), then its done event as soon as the row finished (its `ChunkResult`), failed or was cancelled
+(`cancelled(row)` is read before every step). A row that
 finished or left is removed from the batch (x, times and the PrefixCache rows) where the engine can shrink a batch
 (`Engine.can_shrink_batch`); an engine of static batch (`Engine.max_batch`) runs pad rows (copies of the last row)
 that are evaluated and never reported.
@@ -23,8 +24,8 @@ from vlash.engines.base import Engine
 from vlash.policies.pi05.model import Pi05Inputs, PrefixCache
 from vlash.policies.processing.processor import Pi05Processor
 from vlash.runtime.request import Cancelled, ChunkResult, RowEvent
-from vlash.sampling import BatchStepper, RowDone, RowFinal, SamplingPlan, stack_plans
-from vlash.sampling.loop import Pace, denoise, never
+from vlash.sampling import BatchStepper, SampleResult, SamplingPlan, stack_plans
+from vlash.sampling.batch import Pace, never
 
 
 @dataclass
@@ -46,10 +47,10 @@ def run_rows(
     t0: float,
     cancelled: Callable[[int], bool] = never,
     pace: Pace | None = None,
-) -> Generator[RowEvent, None, None]:
+) -> Generator[RowEvent[np.ndarray, ChunkResult], None, None]:
     """The events of the prepared rows run as one batch; an Exception in `rows` is already that request's outcome
     (its done event comes first). `t0`: when the batch's preprocessing started. pace(steps) runs before the prefill
-    (steps = 0) and before each pass of denoise steps (see vlash.sampling.loop)."""
+    (steps = 0) and before each pass of denoise steps (see `BatchStepper.run`)."""
     live = []
     for i, row in enumerate(rows):
         if isinstance(row, Exception):
@@ -78,7 +79,11 @@ class _Batch:
         self._selected: PrefixCache | None = None  # its rows of x
         self._selected_for: Tensor | None = None  # the stepper's x_index `_selected` was taken with
 
-    def events(self, cancelled: Callable[[int], bool], pace: Pace | None) -> Generator[RowEvent, None, None]:
+    def events(
+        self, cancelled: Callable[[int], bool], pace: Pace | None
+    ) -> Generator[RowEvent[np.ndarray, ChunkResult], None, None]:
+        """The loop's events of these rows (row j), in robot units: final actions postprocessed, a finished row's
+        ChunkResult; a cancelled row's done event as the loop gave it."""
         engine, size, n = self.engine, self.engine.max_batch, len(self.rows)
         pad = 0 if size is None else size - n
         self.t1 = time.perf_counter()
@@ -94,14 +99,13 @@ class _Batch:
         stepper.drop(range(n, n + pad))  # the pad rows: evaluated with the others, never reported
         spans = (lambda span: engine.denoise_span(span, self._cache_of(stepper)), engine.span_granularity)
         velocity = lambda x, tau: engine.denoise_step(x, tau, self._cache_of(stepper))
-        loop = denoise(stepper, velocity, spans if spans[1] else None, lambda j: j < n and cancelled(j), pace)
-        for report in loop:
-            for j in report.dropped:
-                yield RowEvent(j, result=Cancelled("cancelled while its batch ran"))
-            for final in report.finals:
-                yield self._final(final)
-            for done in report.done:
-                yield RowEvent(done.row, result=self._result(done))
+        for event in stepper.run(velocity, spans if spans[1] else None, lambda j: j < n and cancelled(j), pace):
+            if not event.done:
+                yield self._final(event)
+            elif isinstance(event.result, SampleResult):
+                yield RowEvent(event.row, result=self._result(event.row, event.result))
+            else:  # Cancelled
+                yield RowEvent(event.row, result=event.result)
 
     def _cache_of(self, stepper: BatchStepper) -> PrefixCache:
         """The PrefixCache rows of x's rows (selected again only when they changed, with the stepper's index)."""
@@ -113,7 +117,9 @@ class _Batch:
             self._selected_for = index
         return self._selected
 
-    def _final(self, final: RowFinal) -> RowEvent:
+    def _final(self, final: RowEvent[Tensor, SampleResult]) -> RowEvent[np.ndarray, ChunkResult]:
+        """Model-space actions that became final -> robot units, written into the row's chunk."""
+        assert final.actions is not None
         j, start = final.row, time.perf_counter()
         actions = self.processor.postprocess(final.actions[None], self.rows[j].state[None])[0].astype(np.float32)
         self.chunks[j][final.start : final.stop] = actions
@@ -123,8 +129,7 @@ class _Batch:
             self.first_s[j] = now - self.t0
         return RowEvent(j, final.start, actions, final.step)
 
-    def _result(self, done: RowDone) -> ChunkResult:
-        j, run = done.row, done.result
+    def _result(self, j: int, run: SampleResult) -> ChunkResult:
         timing = {
             "preprocess_ms": self.rows[j].preprocess_s * 1e3,
             "prefill_ms": (self.t2 - self.t1) * 1e3,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from robot_io.protocol import Infer
 from vlash.devices import DeviceProfile, is_profile_name, load_profile, resolve_device
 from vlash.engines import create_engine
 from vlash.engines.artifact import POLICY_DIR, ArtifactManifest, is_artifact
@@ -22,7 +23,8 @@ from vlash.policies.pi05.weights import resolve_dtype
 from vlash.policies.quantized.gate import RecordedGate, require_gate
 from vlash.policies.quantized.manifest import QuantManifest, is_quantized
 from vlash.policies.quantized.schemes import precision_label
-from vlash.runtime.policy_runtime import ChunkRequest, PolicyRuntime
+from vlash.runtime.policy_runtime import PolicyRuntime
+from vlash.runtime.request import make_infer
 
 
 @dataclass
@@ -137,13 +139,13 @@ def _load_artifact(
     return LoadedRuntime(runtime, manifest.policy, manifest.precision_label, params, load_s, gate)
 
 
-def example_request(runtime: PolicyRuntime, seed: int = 0) -> ChunkRequest:
+def example_request(runtime: PolicyRuntime, seed: int = 0, schedule: str | None = None) -> Infer:
     """A valid request of the policy's shapes (warm-up, benchmarks)."""
     size = runtime.config.vision.image_size
     rng = np.random.default_rng(seed)
     images = {name: rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for name in runtime.config.camera_names}
     state = np.zeros(runtime.state_dims, np.float32)
-    return ChunkRequest(images=images, state=state, prompt="go to the goal", seed=seed)
+    return make_infer(images, state, "go to the goal", seed=seed, schedule=schedule)
 
 
 def warm_up(runtime: PolicyRuntime, runs: int = 2, batch_sizes: Sequence[int] = (1,)) -> float:
@@ -152,7 +154,7 @@ def warm_up(runtime: PolicyRuntime, runs: int = 2, batch_sizes: Sequence[int] = 
     for size in batch_sizes:
         for i in range(runs):
             schedule = ("constant", "horizon-aware")[i % 2]
-            request = replace(example_request(runtime, seed=i), schedule=schedule)
+            request = example_request(runtime, seed=i, schedule=schedule)
             if size == 1:
                 runtime.run(request)
             else:

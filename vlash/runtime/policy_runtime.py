@@ -7,12 +7,21 @@ the request carries one).
 
 Usage:
     runtime = PolicyRuntime(policy, create_engine("torch", model=policy.model))
-    for event in runtime.stream([ChunkRequest(images={"base_0_rgb": img}, state=q, prompt="pick")]):
-        if not event.done:    # actions [start, start + n) of request event.row are final
+    for event in runtime.stream([admit(infer, metadata, limits)]):   # or make_infer({"base_0_rgb": img}, q, "pick")
+        if not event.done:    # actions [start, start + n) of request event.row are final (a RowEvent)
             send(event.start, event.actions)
         else:                 # its outcome: a ChunkResult (rows [0, final_rows) final, timing), or an exception
             finish(event.result)
     result = runtime.run(request)   # one request's ChunkResult
+
+A request is the wire's `Infer` (robot units throughout): cameras it leaves out are masked; `future_state` (VLASH),
+when given, is the state the chunk is planned from; `prefix` [d, J] holds the committed actions of chunk indices
+[0, d) (an empty one is no prefix); `delay_steps` is d of guided RTC without a prefix; `schedule` None is the
+runtime's default; `guidance` [n, J] is the previous chunk's leftover at indices [0, n) (guided RTC); `seed` None
+draws a fresh one. `execution_horizon` s counts chunk indices the robot runs after the prefix before the next chunk
+takes over: with guided RTC, indices >= H - s are unguided (None: H - n); with the horizon-aware schedule sampling
+stops once indices [0, len(prefix) + s) are final (None: the whole chunk); the constant schedule without guidance
+ignores it.
 
 Several requests run as one batched prefill and one denoise loop (each keeps its own prompt, images, prefix,
 schedule, guidance, early stop and seed, and gets the chunk it would get alone, to fp32 rounding); one request is a
@@ -31,20 +40,21 @@ from collections.abc import Callable, Generator, Sequence
 import numpy as np
 import torch
 
+from robot_io.protocol import Infer
 from vlash.engines.base import Engine
 from vlash.errors import ShapeError
 from vlash.policies.formats.base import LoadedPolicy
 from vlash.policies.processing.processor import Observation
 from vlash.runtime.batch import PreparedRow, run_rows
-from vlash.runtime.request import Cancelled, ChunkRequest, ChunkResult, RowEvent, rows_needed
+from vlash.runtime.request import Cancelled, ChunkResult, RowEvent, make_infer, planning_state, rows_needed
 from vlash.sampling import FlowSampler, GuidanceConfig, SamplerConfig, Schedule
-from vlash.sampling.loop import Pace, never
+from vlash.sampling.batch import Pace, never
 
-__all__ = ["Cancelled", "ChunkRequest", "ChunkResult", "PolicyRuntime", "RowEvent", "rows_needed"]
+__all__ = ["Cancelled", "ChunkResult", "PolicyRuntime", "RowEvent", "make_infer", "rows_needed"]
 
 
 class PolicyRuntime:
-    """A loaded policy + an engine: turns `ChunkRequest`s into streams of final actions."""
+    """A loaded policy + an engine: turns requests (`Infer`) into streams of final actions."""
 
     def __init__(
         self,
@@ -85,8 +95,8 @@ class PolicyRuntime:
         return self.engine.max_batch
 
     def stream(
-        self, requests: Sequence[ChunkRequest], cancelled: Callable[[int], bool] = never, pace: Pace | None = None
-    ) -> Generator[RowEvent, None, None]:
+        self, requests: Sequence[Infer], cancelled: Callable[[int], bool] = never, pace: Pace | None = None
+    ) -> Generator[RowEvent[np.ndarray, ChunkResult], None, None]:
         """The requests as one batched prefill and denoise loop: each row's final actions as they come, then its
         done event as soon as the row is over (the others may still run). All rows run the runtime's num_steps.
 
@@ -106,7 +116,7 @@ class PolicyRuntime:
                 rows.append(exc)
         yield from run_rows(self.engine, self.processor, rows, t0, cancelled, pace)
 
-    def run_batch(self, requests: Sequence[ChunkRequest]) -> list[ChunkResult | Exception]:
+    def run_batch(self, requests: Sequence[Infer]) -> list[ChunkResult | Exception]:
         """Every request's outcome, in order (see `stream`)."""
         outcomes: list[ChunkResult | Exception | None] = [None] * len(requests)
         for event in self.stream(requests):
@@ -114,17 +124,17 @@ class PolicyRuntime:
                 outcomes[event.row] = event.result
         return outcomes  # type: ignore[return-value]
 
-    def run(self, request: ChunkRequest) -> ChunkResult:
+    def run(self, request: Infer) -> ChunkResult:
         """One request's chunk; its exception (an invalid request) is raised."""
         (outcome,) = self.run_batch([request])
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
 
-    def _prepare(self, request: ChunkRequest) -> PreparedRow:
+    def _prepare(self, request: Infer) -> PreparedRow:
         """Validate one request into its plan and model inputs (ValueError naming what does not fit), timed."""
         start = time.perf_counter()
-        state = np.asarray(request.planning_state, np.float32)
+        state = np.asarray(planning_state(request), np.float32)
         seed = int(self._seeds.integers(2**31)) if request.seed is None else request.seed
         sampler, kwargs = self._sampler(request)
         plan = sampler.plan(self._noise(seed), **kwargs)
@@ -147,13 +157,13 @@ class PolicyRuntime:
         padded[:, : norm.shape[-1]] = norm
         return torch.from_numpy(padded)[None].to(self.engine.device)
 
-    def rows_needed(self, request: ChunkRequest) -> int:
+    def rows_needed(self, request: Infer) -> int:
         """How many leading rows of the chunk `request` asks for (see `rows_needed`)."""
         prefix_len = 0 if request.prefix is None else len(request.prefix)
         return rows_needed(request.schedule or self.schedule, prefix_len, request.execution_horizon, self.horizon)
 
-    def _sampler(self, request: ChunkRequest) -> tuple[FlowSampler, dict]:
-        state, prefix = request.planning_state, request.prefix
+    def _sampler(self, request: Infer) -> tuple[FlowSampler, dict]:
+        state, prefix = planning_state(request), request.prefix
         kwargs: dict = {}
         if prefix is not None and len(prefix):
             kwargs["prefix"] = self._model_actions(prefix, state)

@@ -1,66 +1,44 @@
-"""The Euler stepping of a plan's rows, one batched velocity evaluation per step (docs/METHODS.md "Flow sampling").
+"""The Euler stepping of a plan's rows, one batched velocity evaluation per step (docs/METHODS.md "Flow sampling"), and
+the denoise loop every sampling run goes through, one row or a batch alike, whoever evaluates the velocity.
 
 Each row follows its own per-token times, committed prefix, guided-RTC target and early stop; all rows take step k
 together. A row leaves once it ran its last step (or is dropped by the caller, e.g. a cancelled request); with
 `shrink` it also leaves x, so later steps evaluate fewer rows. `FlowSampler` (rows sharing their settings) and the
-runtime's batched requests both step through `BatchStepper`.
+runtime's batched requests both step through `BatchStepper.run`, which yields each row's `RowEvent`s.
 
 Usage:
     stepper = BatchStepper(stack_plans([plan_a, plan_b]))
-    while not stepper.done:
-        report = stepper.step(velocity_fn)   # velocity_fn sees the rows of stepper.x_rows, in that order
-        report.finals, report.done           # RowFinal: newly final actions; RowDone: rows that finished
+    for event in stepper.run(velocity_fn, cancelled=lambda row: gone[row]):
+        event.row, event.start, event.actions   # newly final actions of a row (velocity_fn sees stepper.x_rows)
+        event.done, event.result                # a row that finished (SampleResult) or was dropped (Cancelled)
 
-An engine that runs several steps as one unit (a captured CUDA graph) takes them as a `StepSpan` instead:
-`stepper.step_span(engine_run, stepper.steps_to_next_report())` runs up to the next step that reports something
-(a row's first final actions, a row's last step) and returns one report per step.
+Each pass `run` drops the rows `cancelled` names (their done event at once, before any more work is spent on them),
+then runs the next step, or the next span of steps when the engine takes spans (`Engine.span_granularity`: "step",
+or "chunk" up to the next step that streams something): an engine that runs several steps as one unit (a captured
+CUDA graph) takes them as a `StepSpan`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from vlash.sampling.events import NOT_FINAL, Cancelled, RowEvent, SampleResult
 from vlash.sampling.guidance import guided_velocity
 from vlash.sampling.plan import SamplingPlan
-from vlash.sampling.results import NOT_FINAL, SampleResult
 from vlash.sampling.span import StepSpan, euler_update
 from vlash.sampling.velocity import VelocityFn, eval_velocity
 
 SpanFn = Callable[[StepSpan], Tensor]  # runs a span's steps, returns x after them (fp32 [n, H, A])
+Pace = Callable[[int], None]  # pace(steps): called before each pass with the steps it runs (emulated device time)
 
 
-@dataclass(frozen=True)
-class RowFinal:
-    """Actions [start, stop) of plan row `row` became final (tau == 0) at step `step`."""
-
-    row: int  # index into the plan's rows
-    start: int  # first chunk index (inclusive); the first of a row starts at its prefix length
-    stop: int  # last chunk index (exclusive); the next of the row starts here
-    actions: Tensor  # fp32 [stop - start, A]
-    step: int  # 0-based Euler step
-
-
-@dataclass(frozen=True)
-class RowDone:
-    """Plan row `row` ran its last step (its early stop, or step N - 1)."""
-
-    row: int  # index into the plan's rows
-    result: SampleResult  # the row's run: actions [1, H, A], its steps and their times
-
-
-@dataclass(frozen=True)
-class StepReport:
-    """What one step changed (what `BatchStepper.step` returns)."""
-
-    step: int  # 0-based Euler step (the next one, for a report of dropped rows alone)
-    finals: list[RowFinal]  # rows whose leading final actions grew, in row order
-    done: list[RowDone]  # rows that finished at this step, in row order; they left the batch
-    dropped: list[int] = field(default_factory=list)  # rows taken out before this step (vlash.sampling.loop)
+def never(row: int) -> bool:
+    return False
 
 
 @dataclass(frozen=True)
@@ -161,9 +139,38 @@ class BatchStepper:
         """Whether a row of x runs guided RTC (its steps need autograd: one `step` at a time, no spans)."""
         return self._xrows.guidance is not None
 
-    def step(self, velocity_fn: VelocityFn, started: float | None = None) -> StepReport:
-        """Run the next step on the rows of `x_rows` (velocity_fn gets x and tau of exactly those rows). started: the
-        time.perf_counter() the step's time counts from (e.g. before the caller's per-step work); None: now."""
+    def run(
+        self,
+        velocity: VelocityFn,
+        spans: tuple[SpanFn, str] | None = None,
+        cancelled: Callable[[int], bool] = never,
+        pace: Pace | None = None,
+    ) -> Generator[RowEvent[Tensor, SampleResult], None, None]:
+        """Run to the end, yielding every row's events (see the module docstring). velocity(x, tau) is evaluated on
+        the rows of `x_rows`; spans: (run_span, granularity) of an engine that takes spans; a guided row (RTC needs
+        autograd at every step) runs step by step whatever the engine. pace(steps) runs before each pass and counts in
+        its steps' time."""
+        while not self.done:
+            gone = [row for row in self.active if cancelled(row)]
+            if gone:
+                self.drop(gone)
+                for row in gone:
+                    yield RowEvent(row, result=Cancelled("cancelled while its batch ran"))
+                continue
+            use_spans = spans is not None and not self.guided
+            steps = self.steps_to_next_report() if use_spans and spans[1] == "chunk" else 1
+            started = self.clock()
+            if pace is not None:
+                pace(steps)
+            if use_spans:
+                yield from self.step_span(spans[0], steps, started)
+            else:
+                yield from self.step(velocity, started)
+
+    def step(self, velocity_fn: VelocityFn, started: float | None = None) -> list[RowEvent[Tensor, SampleResult]]:
+        """Run the next step on the rows of `x_rows` (velocity_fn gets x and tau of exactly those rows) and return
+        its events: newly final actions in row order, then the rows it ended. started: the time.perf_counter() the
+        step's time counts from (e.g. before the caller's per-step work); None: now."""
         if self.done:
             raise RuntimeError("BatchStepper.step: no row is left running")
         xrows, k = self._xrows, self.step_index
@@ -187,9 +194,12 @@ class BatchStepper:
                     return k - first + 1
         return self.plan.num_steps - first
 
-    def step_span(self, run_span: SpanFn, steps: int, started: float | None = None) -> list[StepReport]:
+    def step_span(
+        self, run_span: SpanFn, steps: int, started: float | None = None
+    ) -> list[RowEvent[Tensor, SampleResult]]:
         """Run the next `steps` steps as one `StepSpan` through `run_span` (at most `steps_to_next_report()`, and no
-        guided row); one report per step, as `step` would have given them (each step's time: the span's share)."""
+        guided row); the events of each step in turn, as `step` would have given them (each step's time: the span's
+        share)."""
         if self.done:
             raise RuntimeError("BatchStepper.step_span: no row is left running")
         if self.guided:
@@ -209,7 +219,7 @@ class BatchStepper:
             )
         self.x = x
         self._clock(t0, steps)
-        return [self._report(k, done_possible=k == first + steps - 1) for k in range(first, first + steps)]
+        return [event for k in range(first, first + steps) for event in self._report(k, k == first + steps - 1)]
 
     def _clock(self, t0: float, steps: int) -> None:
         """Advance by `steps` steps that took from t0 until now (device-synchronized), each its share."""
@@ -219,21 +229,22 @@ class BatchStepper:
         self.step_times_s.extend([share] * steps)
         self.step_index += steps
 
-    def _report(self, k: int, done_possible: bool) -> StepReport:
-        """What step k made final, and which rows it ended (only at a span's last step: a span never passes a row's
+    def _report(self, k: int, done_possible: bool) -> list[RowEvent[Tensor, SampleResult]]:
+        """What step k made final, then which rows it ended (only at a span's last step: a span never passes a row's
         last step), from x after it (a final action never changes again)."""
-        finals, done = [], []
+        finals: list[RowEvent[Tensor, SampleResult]] = []
+        done: list[RowEvent[Tensor, SampleResult]] = []
         for row in self.active:
             i, start, stop = self._position[row], self._emitted[row], self._frontier[k][row]
             if stop > start:
-                finals.append(RowFinal(row, start, stop, self.x[i, start:stop].clone(), k))
+                finals.append(RowEvent(row, start, self.x[i, start:stop].clone(), k))
                 self._emitted[row] = stop
             if k >= self.plan.last_step[row]:
                 assert done_possible, "a span ran past a row's last step"
-                done.append(RowDone(row, self._result(row, i, k + 1)))
+                done.append(RowEvent(row, result=self._result(row, i, k + 1)))
         if done:
-            self.drop(d.row for d in done)
-        return StepReport(k, finals, done)
+            self.drop(event.row for event in done)
+        return finals + done
 
     def _result(self, row: int, i: int, steps_run: int) -> SampleResult:
         final_at = self.plan.final_at_step[row].clone()

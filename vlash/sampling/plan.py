@@ -13,8 +13,8 @@ import torch
 from torch import Tensor
 
 from vlash.errors import ShapeError
+from vlash.sampling.events import PREFIX
 from vlash.sampling.guidance import GuidanceConfig, guidance_weight, rtc_soft_mask
-from vlash.sampling.results import PREFIX
 from vlash.sampling.schedules import global_times
 
 

@@ -8,26 +8,25 @@ which also runs batched requests whose rows differ in settings.
 
 Usage:
     run = FlowSampler(SamplerConfig(schedule="horizon-aware")).start(velocity_fn, noise)
-    for chunk in run:          # FinalActions, contiguous from index prefix_len
-        send(chunk)
-    result = run.result        # SampleResult
+    for event in run:          # RowEvent per row of the noise: final actions, contiguous from index prefix_len
+        if not event.done:
+            send(event.row, event.start, event.actions)
+    result = run.result        # SampleResult of every row
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from vlash.sampling.batch import BatchStepper, RowDone, SpanFn
+from vlash.sampling.batch import BatchStepper, SpanFn
+from vlash.sampling.events import RowEvent, SampleResult
 from vlash.sampling.guidance import GuidanceConfig
-from vlash.sampling.loop import denoise
 from vlash.sampling.plan import SamplingPlan, make_plan
-from vlash.sampling.results import FinalActions, SampleResult
 from vlash.sampling.schedules import Schedule, build_tau_grid_f64
 from vlash.sampling.velocity import VelocityFn
 
@@ -71,17 +70,18 @@ class SamplerConfig:
             )
 
 
-class SamplingRun(Iterator[FinalActions]):
-    """An in-progress sampling run: iterate it for `FinalActions`; once exhausted, `result` holds the SampleResult."""
+class SamplingRun(Iterator[RowEvent[Tensor, SampleResult]]):
+    """An in-progress sampling run: iterate it for its rows' `RowEvent`s (the rows finish together, at the same
+    step); once exhausted, `result` holds the SampleResult of every row."""
 
-    def __init__(self, steps: Generator[FinalActions, None, SampleResult]) -> None:
+    def __init__(self, steps: Generator[RowEvent[Tensor, SampleResult], None, SampleResult]) -> None:
         self._steps = steps
         self._result: SampleResult | None = None
 
     def __iter__(self) -> SamplingRun:
         return self
 
-    def __next__(self) -> FinalActions:
+    def __next__(self) -> RowEvent[Tensor, SampleResult]:
         try:
             return next(self._steps)
         except StopIteration as stop:
@@ -101,7 +101,7 @@ class SamplingRun(Iterator[FinalActions]):
         return self._result
 
     def drain(self) -> SampleResult:
-        """Run the remaining steps, discarding their pieces, and return the result."""
+        """Run the remaining steps, discarding their events, and return the result."""
         for _ in self:
             pass
         return self.result
@@ -191,20 +191,17 @@ def _steps(
     synchronize: Callable[[], object] | None,
     shared_time: bool,
     spans: tuple[SpanFn, str] | None = None,
-) -> Generator[FinalActions, None, SampleResult]:
+) -> Generator[RowEvent[Tensor, SampleResult], None, SampleResult]:
     """A plan whose rows share their settings: every step finalizes the same indices of every row, and the rows
-    finish together (the denoise loop of vlash.sampling.loop)."""
+    finish together (the denoise loop of `BatchStepper.run`); their results stacked into one."""
     sync = synchronize if synchronize is not None else _no_sync
     stepper = BatchStepper(plan, sync, shared_time=shared_time)
-    sync()
-    t_start = time.perf_counter()
-    done: list[RowDone] = []
-    for report in denoise(stepper, velocity_fn, spans):
-        if report.finals:
-            first, actions = report.finals[0], torch.stack([f.actions for f in report.finals])
-            yield FinalActions(first.start, first.stop, actions, report.step, time.perf_counter() - t_start)
-        done.extend(report.done)
-    rows = [d.result for d in done]
+    sync()  # work queued before the run is not counted in its first step
+    rows: list[SampleResult] = []
+    for event in stepper.run(velocity_fn, spans):
+        if isinstance(event.result, SampleResult):
+            rows.append(event.result)
+        yield event
     actions = torch.cat([r.actions for r in rows])  # a copy: the rows' actions are views of the stepper's x
     first = rows[0]
     return SampleResult(actions, first.steps_run, first.step_times_s, first.final_at_step, first.prefix_len)

@@ -37,7 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from robot_io.protocol import Actions, Error, Infer
-from vlash.runtime.request import ChunkRequest
 from vlash.server.shares import ACTIVE_CLIENT_S, IN_PROCESS, ZEROMQ, Shares
 
 SUPERSEDED = "superseded"  # a newer request of the same client arrived
@@ -57,39 +56,19 @@ ReplySink = Callable[[Actions | Error], None]
 
 @dataclass(eq=False)
 class Job:
-    """One INFER of one client, from receipt to its last reply: the runtime request made from it once, where it
-    arrived, and what its batch learns about it on the model thread."""
+    """One INFER of one client, from receipt to its last reply: the request as admission passed it (the runtime runs
+    it as it is), where its replies go, and its place in line. Who changes what: the queue, under its lock, sets
+    `turn_ns` and cancels (`cancel`: `reason`, then the `cancelled` event, once); the model thread only reads them
+    (`cancelled` between denoise steps, `reason` once it is set). What the model thread learns about the job while
+    it runs is its own (vlash.server.worker), not kept here."""
 
     client: bytes  # ROUTER identity of the client (an in-process client's own id)
-    request_id: int  # the INFER's: its replies carry it
-    step_index: int  # the INFER's control step: its replies carry it
-    request: ChunkRequest
+    infer: Infer  # the request, admitted (vlash.runtime.admission.admit); its replies carry its request_id, step_index
     local: ReplySink | None = None  # an in-process client's replies; None: on the ZeroMQ socket
     received_ns: int = field(default_factory=time.monotonic_ns)
     turn_ns: int = 0  # its place in line (JobQueue.submit sets it: its receipt, or its client's claim)
     cancelled: threading.Event = field(default_factory=threading.Event)
     reason: str | None = None  # why it was cancelled (SUPERSEDED, RESET, SHUTDOWN; BUSY: refused on arrival)
-    # on the model thread, in its batch
-    queue_ms: float = 0.0  # receipt -> batch start
-    needed: int = 0  # leading rows of the chunk it asks for (PolicyRuntime.rows_needed)
-    failure: Exception | None = None  # why it cannot go on (its rows do not fit, a partial ACTIONS refused): dropped
-    answered: bool = False  # its last reply went out
-    injected_ms: float = 0.0  # emulated device time spent while it ran (--inject-latency)
-
-    @classmethod
-    def of(
-        cls,
-        client: bytes,
-        infer: Infer,
-        local: ReplySink | None = None,
-        received_ns: int | None = None,
-        request: ChunkRequest | None = None,
-    ) -> Job:
-        """The job of `infer`: `request`, what admission made of it (vlash.runtime.admission.admit); None: made here
-        from `infer`, taken as admitted already (tests of the queue)."""
-        received = time.monotonic_ns() if received_ns is None else received_ns
-        request = ChunkRequest.from_infer(infer) if request is None else request
-        return cls(client, infer.request_id, infer.step_index, request, local, received)
 
     @property
     def transport(self) -> str:
@@ -97,14 +76,11 @@ class Job:
         return ZEROMQ if self.local is None else IN_PROCESS
 
     def cancel(self, reason: str) -> None:
+        """(The queue, under its lock.) The first reason stays; the event is set after it, so a reader that saw the
+        event reads the reason."""
         if self.reason is None:
             self.reason = reason
         self.cancelled.set()
-
-    @property
-    def live(self) -> bool:
-        """Still running in its batch: not answered, not failed, not cancelled."""
-        return not self.answered and self.failure is None and not self.cancelled.is_set()
 
 
 class JobQueue:

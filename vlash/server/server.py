@@ -50,8 +50,8 @@ from robot_io.protocol import (
 )
 from robot_io.protocol.errors import ProtocolError
 from vlash.errors import ConfigError, ServerError
-from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.runtime.admission import admit
+from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.batching import BatchGatherer, batch_limit
 from vlash.server.config import ServerConfig
 from vlash.server.curve import CurveServer
@@ -193,12 +193,12 @@ class PolicyServer:
         and the like, BUSY), or DROPPED for the pending request it replaced."""
         self.stats.client(client)
         try:
-            request = admit(infer, self.metadata, self.limits, decoded=local is None)
+            infer = admit(infer, self.metadata, self.limits, decoded=local is None)
         except MessageError as exc:
             return [self._refusal(exc.code, exc.detail, infer.request_id)]
         if self._stop.is_set():
             return [self._refusal(ErrorCode.BUSY, "server is shutting down", infer.request_id)]
-        job = Job.of(client, infer, local, request=request)
+        job = Job(client, infer, local)
         refusals = []
         for old in self.jobs.submit(job):
             if old is job and old.reason == BUSY:  # refused: no place for it (vlash.server.shares)
@@ -209,7 +209,8 @@ class PolicyServer:
             elif old is job:  # refused: the queue is closed
                 refusals.append(self._refusal(ErrorCode.BUSY, "server is shutting down", infer.request_id))
             else:
-                refusals.append(self._refusal(ErrorCode.DROPPED, "superseded by a newer request", old.request_id))
+                text = "superseded by a newer request"
+                refusals.append(self._refusal(ErrorCode.DROPPED, text, old.infer.request_id))
         return refusals
 
     def _refusal(self, code: ErrorCode, text: str, request_id: int | None) -> Error:

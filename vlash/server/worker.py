@@ -18,7 +18,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
+import numpy as np
 import zmq
 
 from robot_io.protocol import Actions, Error, ErrorCode, MessageError, encode
@@ -31,6 +33,25 @@ from vlash.server.jobs import SUPERSEDED, Job, JobQueue
 from vlash.server.stats import ServerStats
 
 log = logging.getLogger(__name__)
+Frames = list[bytes | memoryview]  # an encoded message (robot_io.protocol.encode)
+
+
+@dataclass(eq=False)
+class _Row:
+    """A job in the batch that runs it: what the model thread learns about it, the model thread's alone (the socket
+    thread sees only the Job)."""
+
+    job: Job
+    queue_ms: float  # receipt -> batch start
+    needed: int = 0  # leading rows of the chunk it asks for (PolicyRuntime.rows_needed)
+    failure: Exception | None = None  # why it cannot go on (its rows do not fit, a partial ACTIONS refused): dropped
+    answered: bool = False  # its last reply went out
+    injected_ms: float = 0.0  # emulated device time spent while it ran (--inject-latency)
+
+    @property
+    def live(self) -> bool:
+        """Still running in its batch: not answered, not failed, not cancelled."""
+        return not self.answered and self.failure is None and not self.job.cancelled.is_set()
 
 
 class InferenceWorker(threading.Thread):
@@ -109,40 +130,37 @@ class InferenceWorker(threading.Thread):
         """Serve one batch. An exception that fails the whole batch (the model, a bug, a reply that cannot be
         built) is INTERNAL to each of its robots, never the end of the thread that serves every client."""
         start_ns = time.monotonic_ns()
-        for job in jobs:
-            job.queue_ms = (start_ns - job.received_ns) / 1e6
+        rows = [_Row(job, (start_ns - job.received_ns) / 1e6) for job in jobs]
+        for row in rows:
             try:  # H, or fewer rows for a horizon-aware request with an execution horizon (the sampler stops early)
-                job.needed = self.runtime.rows_needed(job.request)
+                row.needed = self.runtime.rows_needed(row.job.infer)
             except ValueError as exc:  # the request does not fit the policy: BAD_VALUE, it never enters the batch
-                job.failure = exc
-        self.stats.batch([job.queue_ms for job in jobs])
+                row.failure = exc
+        self.stats.batch([row.queue_ms for row in rows])
         try:
-            for event in self.runtime.stream(
-                [job.request for job in jobs], lambda i: not jobs[i].live, self._pace(jobs)
-            ):
-                self._event(jobs[event.row], event)
+            for event in self.runtime.stream([job.infer for job in jobs], lambda i: not rows[i].live, self._pace(rows)):
+                self._event(rows[event.row], event)
         except Exception as exc:  # noqa: BLE001 - answered and counted; the next batch is served as usual
             log.exception("a batch of %d requests failed", len(jobs))
-            for job in jobs:  # a job cancelled meanwhile ends as cancelled (DROPPED if superseded), not INTERNAL
-                self._answer(job, Cancelled(job.reason) if job.cancelled.is_set() else exc)
+            for row in rows:  # a job cancelled meanwhile ends as cancelled (DROPPED if superseded), not INTERNAL
+                self._answer(row, Cancelled(row.job.reason) if row.job.cancelled.is_set() else exc)
         else:
             self.gatherer.measured(len(jobs), (time.monotonic_ns() - start_ns) / 1e9)
 
-    def _event(self, job: Job, event: RowEvent) -> None:
+    def _event(self, row: _Row, event: RowEvent[np.ndarray, ChunkResult]) -> None:
         """A row's event: its partial ACTIONS (the final one carries the rest), or its last reply."""
-        if event.done:
-            assert event.result is not None
-            self._answer(job, job.failure or event.result)  # a job whose partial ACTIONS failed ends with that
+        if event.result is not None:
+            self._answer(row, row.failure or event.result)  # a job whose partial ACTIONS failed ends with that
             return
         assert event.actions is not None
-        if job.failure is None and event.start + len(event.actions) < job.needed:
-            elapsed = {"elapsed_ms": (time.monotonic_ns() - job.received_ns) / 1e6}
+        if row.failure is None and event.stop < row.needed:
+            elapsed = {"elapsed_ms": (time.monotonic_ns() - row.job.received_ns) / 1e6}
             try:
-                self._send(job, self._actions(job, event.start, event.actions, False, elapsed))
+                self._send(row.job, self._actions(row.job, event.start, event.actions, False, elapsed))
             except BadOutput as exc:  # this robot only: its row leaves the batch before the next step
-                job.failure = exc
+                row.failure = exc
 
-    def _pace(self, jobs: list[Job]) -> Callable[[int], None] | None:
+    def _pace(self, rows: list[_Row]) -> Callable[[int], None] | None:
         """Emulated device time (--inject-latency-ms): one stage for the prefill, one per denoise step, cut short once
         no job is left running; each job running counts what was spent (its reply's `injected_ms`)."""
         if self._stage_s <= 0:
@@ -152,30 +170,32 @@ class InferenceWorker(threading.Thread):
             start = time.monotonic()
             deadline = start + self._stage_s * max(steps, 1)
             while (left := deadline - time.monotonic()) > 0:
-                live = [job for job in jobs if job.live]
+                live = [row for row in rows if row.live]
                 if not live:
                     break
-                live[0].cancelled.wait(left)
+                live[0].job.cancelled.wait(left)
             spent_ms = (time.monotonic() - start) * 1e3
-            for job in jobs:
-                job.injected_ms += spent_ms if job.live else 0.0
+            for row in rows:
+                row.injected_ms += spent_ms if row.live else 0.0
 
         return pace
 
-    def _answer(self, job: Job, outcome: ChunkResult | Exception) -> None:
+    def _answer(self, row: _Row, outcome: ChunkResult | Exception) -> None:
         """The last reply of one robot of the batch, once. An exception that escapes (a bug, a reply that cannot
         be built) is this robot's INTERNAL error, and the other robots are answered as usual."""
-        if job.answered:
+        if row.answered:
             return
-        job.answered = True
+        row.answered = True
         try:
-            self._finish(job, outcome)
+            self._finish(row, outcome)
         except Exception as exc:  # noqa: BLE001 - answered and counted
-            log.exception("request %d of client %s failed outside the model", job.request_id, job.client.hex())
+            job = row.job
+            log.exception("request %d of client %s failed outside the model", job.infer.request_id, job.client.hex())
             self._error(job, ErrorCode.INTERNAL, f"the server failed serving this request: {type(exc).__name__}")
 
-    def _finish(self, job: Job, outcome: ChunkResult | Exception) -> None:
+    def _finish(self, row: _Row, outcome: ChunkResult | Exception) -> None:
         """The last reply of one robot: its final ACTIONS or its ERROR (nothing after a reset or shutdown)."""
+        job = row.job
         if isinstance(outcome, Cancelled):
             if job.reason == SUPERSEDED:
                 self._error(job, ErrorCode.DROPPED, "superseded by a newer request of the same client")
@@ -183,57 +203,59 @@ class InferenceWorker(threading.Thread):
         if isinstance(outcome, Exception):
             self._fail(job, outcome)
             return
-        timing = {"queue_ms": job.queue_ms, **outcome.timing_ms}
+        timing = {"queue_ms": row.queue_ms, **outcome.timing_ms}
         timing.update({f"step_{i}_ms": ms for i, ms in enumerate(outcome.step_ms)})
         timing["server_ms"] = (time.monotonic_ns() - job.received_ns) / 1e6
         if self._stage_s > 0:  # of which emulated (--inject-latency-ms): what a slower device would have added
-            timing["injected_ms"] = job.injected_ms
-        first_action_ms = job.queue_ms + outcome.timing_ms["first_action_ms"]
+            timing["injected_ms"] = row.injected_ms
+        first_action_ms = row.queue_ms + outcome.timing_ms["first_action_ms"]
         # rows [0, final_rows): the whole chunk, or the rows an early stop left final (docs/PROTOCOL.md, ACTIONS)
-        rows = outcome.actions[: outcome.final_rows]
+        final = self._actions(job, 0, outcome.actions[: outcome.final_rows], True, timing)
         try:
-            final = self._checked(job, self._actions(job, 0, rows, True, timing))  # served only once it can be sent
+            frames = self._checked(job, final)  # served only once it can be sent
         except BadOutput as exc:
             self._fail(job, exc)
             return
         self.stats.served(timing["server_ms"], first_action_ms, job.client)  # counted before the client sees it
-        self._deliver(job, final)
+        self._deliver(job, final, frames)
 
     def _fail(self, job: Job, exc: Exception) -> None:
         """The ERROR for a job that failed with `exc` (a diverged model's BadOutput included: the client holds, its
         next request may well be fine); the server keeps serving."""
         code, text = request_error(exc)
         if code is ErrorCode.INTERNAL:
-            log.error("request %d failed: %s", job.request_id, text)
+            log.error("request %d failed: %s", job.infer.request_id, text)
         self._error(job, code, text)
 
     def _send(self, job: Job, message: Actions | Error) -> None:
-        self._deliver(job, self._checked(job, message))
+        self._deliver(job, message, self._checked(job, message))
 
-    def _deliver(self, job: Job, reply: Actions | Error | list) -> None:
+    def _deliver(self, job: Job, message: Actions | Error, frames: Frames | None) -> None:
         """A checked reply to its client: the message itself to an in-process client, its frames on the socket."""
         if job.local is not None:
-            job.local(reply)  # type: ignore[arg-type]
+            job.local(message)
             return
-        assert self._push is not None
-        self._push.send_multipart([job.client, *reply], copy=False)  # type: ignore[misc]
+        assert frames is not None and self._push is not None
+        self._push.send_multipart([job.client, *frames], copy=False)
 
     @staticmethod
-    def _checked(job: Job, message: Actions | Error) -> Actions | Error | list:
-        """What goes to the client: BadOutput when the protocol refuses the model's actions (e.g. NaN or inf); for a
-        client on the socket, the message's frames (encoded once, not decoded again to check them)."""
+    def _checked(job: Job, message: Actions | Error) -> Frames | None:
+        """BadOutput unless `message` may go to the client (the protocol refuses the model's actions, e.g. NaN or
+        inf); for a client on the socket, the message's frames (encoded once, not decoded again to check them),
+        None for an in-process client (it gets the message itself)."""
         if isinstance(message, Actions):
             check_finite(message.actions)
         if job.local is not None:
-            return message
+            return None
         try:
             return encode(message)
         except MessageError as exc:
             raise BadOutput(f"the model's chunk cannot be sent: {exc.detail}") from exc
 
-    def _actions(self, job: Job, start: int, actions, final: bool, timing: dict[str, float]) -> Actions:
-        return Actions(job.request_id, start, actions, final, self.runtime.horizon, job.step_index, timing)
+    def _actions(self, job: Job, start: int, actions: np.ndarray, final: bool, timing: dict[str, float]) -> Actions:
+        infer = job.infer
+        return Actions(infer.request_id, start, actions, final, self.runtime.horizon, infer.step_index, timing)
 
     def _error(self, job: Job, code: ErrorCode, message: str) -> None:
         self.stats.count("dropped" if code is ErrorCode.DROPPED else "errors")  # counted before the client sees it
-        self._send(job, Error(code, message[:MAX_ERROR_CHARS], job.request_id))
+        self._send(job, Error(code, message[:MAX_ERROR_CHARS], job.infer.request_id))
