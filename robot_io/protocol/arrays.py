@@ -1,5 +1,5 @@
 """Array frames: the checks of one received or in-process array (dtype, rank, sizes, frame length, finiteness) against
-the `Array` its field declares (messages.py), with the bounds of one `Limits`. Arrays travel as raw C-order
+the `ArrayField` its field declares (messages.py), with the bounds of one `Limits`. Arrays travel as raw C-order
 little-endian frames, each described by an `ArrayDescriptor` in the header (wire.py). This runs for every array of
 every message, so it does the least Python that keeps the checks and their order."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from robot_io.protocol.limits import Limits
-from robot_io.protocol.messages import MESSAGE_TYPES, Array, Message, MessageType, bad_message, bad_value
+from robot_io.protocol.messages import ArrayField, Message, MessageType, bad_message, bad_value
 from robot_io.protocol.wire import ARRAY_FIELDS, MESSAGES, ArrayDescriptor, per_limits
 
 WIRE_DTYPES = {"uint8": np.dtype("<u1"), "float32": np.dtype("<f4")}  # little-endian on the wire
@@ -46,18 +46,36 @@ class ArrayBounds:
 
 @dataclass(frozen=True)
 class ReceivableArrays:
-    """The arrays one message type may carry, bounds resolved against one Limits (see `receivable`)."""
+    """The array fields of one message type, bounds resolved against one Limits (see `receivable`)."""
 
-    fields: dict[str, ArrayBounds]  # by array name
-    prefixed: tuple[tuple[str, ArrayBounds], ...]  # (prefix, bounds) of each dict field's arrays ("image/<camera>")
+    mtype: MessageType
+    singles: dict[str, ArrayBounds]  # the fields of one array each, by array name (= field name)
+    required: tuple[str, ...]  # those a message must carry
+    sets: tuple[tuple[str, ArrayField, int, ArrayBounds], ...]  # (field, declaration, Limits count, bounds) of dicts
 
-    def bounds(self, mtype: MessageType, name: str) -> ArrayBounds:
-        bounds = self.fields.get(name)
+    def bounds(self, name: str) -> ArrayBounds:
+        bounds = self.singles.get(name)
         if bounds is None:
-            bounds = next((found for prefix, found in self.prefixed if name.startswith(prefix)), None)
-        if bounds is None:
-            raise bad_message(f"{mtype.value}: unexpected array {name!r}")
+            for _, spec, _, found in self.sets:
+                if name.startswith(spec.prefix):
+                    return found
+            raise bad_message(f"{self.mtype.value}: unexpected array {name!r}")
         return bounds
+
+    def fields(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+        """The array fields of a message, made of its checked arrays by wire name (in place: a single array's name is
+        its field's; an optional one not sent keeps its default). Each dict field first: at most its Limits count, with
+        non-empty names (else BAD_VALUE); then a required array missing is BAD_MESSAGE."""
+        for field, spec, most, _ in self.sets:
+            cut = len(spec.prefix)
+            found = {name[cut:]: arrays.pop(name) for name in list(arrays) if name.startswith(spec.prefix)}
+            if len(found) > most or "" in found:
+                raise bad_value(f"{field}: expected 0..{most} {field} with non-empty {spec.key} names")
+            arrays[field] = found
+        for field in self.required:
+            if field not in arrays:
+                raise bad_message(f"{self.mtype.value}: missing array {field!r}")
+        return arrays
 
 
 @per_limits
@@ -65,13 +83,15 @@ def receivable(limits: Limits) -> dict[MessageType, ReceivableArrays]:
     """The array fields of every message type with Limits attribute names resolved (cached: Limits is frozen)."""
     out = {}
     for mtype, cls in MESSAGES.items():
-        specs = [(field, spec, _resolve(spec, limits)) for field, spec, _ in ARRAY_FIELDS[cls]]
-        fields = {field: bounds for field, spec, bounds in specs if spec.key is None}
-        out[mtype] = ReceivableArrays(fields, tuple((s.prefix, b) for _, s, b in specs if s.key is not None))
+        declared = ARRAY_FIELDS[cls]
+        singles = {field: _resolve(spec, limits) for field, spec, _ in declared if spec.key is None}
+        required = tuple(field for field, spec, needed in declared if spec.key is None and needed)
+        sets = tuple((f, s, getattr(limits, s.max_count), _resolve(s, limits)) for f, s, _ in declared if s.key)
+        out[mtype] = ReceivableArrays(mtype, singles, required, sets)
     return out
 
 
-def _resolve(spec: Array, limits: Limits) -> ArrayBounds:
+def _resolve(spec: ArrayField, limits: Limits) -> ArrayBounds:
     dims = tuple((low, getattr(limits, high) if isinstance(high, str) else high) for low, high in spec.dims)
     return ArrayBounds(spec.dtype, dims)
 
@@ -98,23 +118,6 @@ def named_arrays(message: Message) -> list[tuple[str, np.ndarray]]:
     return [(name, value) for name, value, _ in named]
 
 
-def array_fields(cls: type, arrays: dict[str, np.ndarray], limits: Limits) -> dict[str, Any]:
-    """The array fields of a `cls` message, from its checked arrays by wire name, in declared order: a required one
-    missing is BAD_MESSAGE; a dict field holds at most its Limits count, with non-empty names (else BAD_VALUE)."""
-    fields: dict[str, Any] = {}
-    for field, spec, required in ARRAY_FIELDS[cls]:
-        if spec.key is None:
-            value = fields[field] = arrays.get(field)
-            if value is None and required:
-                raise bad_message(f"{MESSAGE_TYPES[cls].value}: missing array {field!r}")
-            continue
-        cut, most = len(spec.prefix), getattr(limits, spec.max_count)
-        found = fields[field] = {name[cut:]: array for name, array in arrays.items() if name.startswith(spec.prefix)}
-        if len(found) > most or "" in found:
-            raise bad_value(f"{field}: expected 0..{most} {field} with non-empty {spec.key} names")
-    return fields
-
-
 def received_arrays(
     mtype: MessageType, descriptors: Iterable[ArrayDescriptor], views: Sequence[memoryview], limits: Limits
 ) -> dict[str, np.ndarray]:
@@ -130,7 +133,7 @@ def received_arrays(
             raise bad_message(f"arrays: duplicate name {name!r}")
         if math.prod(shape) * dtype.itemsize != view.nbytes:
             raise bad_message(f"{name}: descriptor {desc.dtype}{shape} does not match a {view.nbytes}-byte frame")
-        receivable_arrays.bounds(mtype, name).check(name, desc.dtype, shape)
+        receivable_arrays.bounds(name).check(name, desc.dtype, shape)
         # Not a copy: the array shares the frame's memory (read-only if the frame is); the sizes match (checked above).
         array = np.ndarray(tuple(shape), dtype, view)  # positional, a tuple: half the cost of keywords and a list
         if dtype.kind == "f" and not all_finite(array):
@@ -144,7 +147,7 @@ def checked_arrays(mtype: MessageType, named: list[tuple[str, np.ndarray]], limi
     receivable_arrays = receivable(limits)[mtype]
     arrays: dict[str, np.ndarray] = {}
     for name, value in named:
-        bounds = receivable_arrays.bounds(mtype, name)
+        bounds = receivable_arrays.bounds(name)
         if value.nbytes > limits.max_frame_bytes:
             raise bad_message(f"{name}: {value.nbytes} bytes exceed the limit {limits.max_frame_bytes}")
         bounds.check(name, DTYPE_NAMES[value.dtype.str], value.shape)

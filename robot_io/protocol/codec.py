@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from robot_io.protocol.arrays import array_fields, checked_arrays, named_arrays, received_arrays, wire_frame
+from robot_io.protocol.arrays import checked_arrays, named_arrays, receivable, received_arrays, wire_frame
 from robot_io.protocol.limits import Limits
 from robot_io.protocol.messages import (
     MESSAGE_TYPES,
@@ -28,7 +28,6 @@ from robot_io.protocol.messages import (
 from robot_io.protocol.msgpack_items import map_count
 from robot_io.protocol.refusals import MAX_HEADER_DEPTH, header_refusal, version_refusal
 from robot_io.protocol.wire import (
-    ARRAY_FIELDS,
     BODY_KEYS,
     HEADER_ENCODER,
     HEADER_KEYS,
@@ -163,9 +162,7 @@ def _build(mtype: MessageType, body: Any, arrays: dict[str, np.ndarray], limits:
     fields = msgspec.structs.asdict(body)
     for field, item in STRUCT_LISTS[mtype]:
         fields[field] = [item(*msgspec.structs.astuple(value)) for value in fields[field]]
-    if ARRAY_FIELDS[cls]:
-        fields.update(array_fields(cls, arrays, limits))
-    message = cls(**fields)
+    message = cls(**fields, **receivable(limits)[mtype].fields(arrays))
     if cls is Infer:
         _infer_across(message)
     elif cls is Actions:

@@ -3,15 +3,15 @@ type and its bounds. The codec, the receiver's bounds, the refusals and the serv
 declarations (wire.py builds the header types a receiver decodes into, arrays.py the array frames' checks); a new field
 is one line here and its row in docs/PROTOCOL.md.
 
-A field's bounds are in its annotation: `Meta` where they are fixed, `Bound` where the receiver's `Limits` sets them
-(a str names a Limits attribute), `Array` for a field sent as array frames instead of in the header's body, `Unique`
-for a list whose items must differ in one key. A body travels in the order its fields are declared here.
+A field's bounds are in its annotation: `Meta` where they are fixed, `Bound` where the receiver's `Limits` set them
+(a str names a Limits attribute), `ArrayField` for a field sent as array frames rather than in the header's body,
+`Unique` for a list whose items differ in one key. A body travels in the order its fields are declared here.
 Array fields hold numpy arrays; on decode, read-only views of the received frames (zero-copy): copy before writing.
 """
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from msgspec import Meta, Struct
@@ -76,13 +76,14 @@ class Bound:
     le: int | str | None = None
     max_length: int | str | None = None
 
-    def meta(self, limits: Any) -> Meta:
-        named = {key: getattr(self, key) for key in ("ge", "le", "max_length") if getattr(self, key) is not None}
-        return Meta(**{key: getattr(limits, v) if isinstance(v, str) else v for key, v in named.items()})
+    def meta(self, limits: object) -> Meta:
+        """These bounds as a receiver with `limits` (a Limits) sets them."""
+        bounds = {"ge": self.ge, "le": self.le, "max_length": self.max_length}.items()
+        return Meta(**{key: getattr(limits, v) if isinstance(v, str) else v for key, v in bounds if v is not None})
 
 
 @dataclass(frozen=True)
-class Array:
+class ArrayField:
     """A field sent as array frames: its wire dtype and each axis' [low, high] size (a str names a Limits attribute).
     With `key`, the field is a dict of arrays by `key` name (at most Limits' `max_count`, names not empty), each
     array sent as "<prefix><name>" (INFER's images: "image/<camera>")."""
@@ -115,9 +116,9 @@ Side = Annotated[int, Bound(ge=1, le="max_image_side")]  # pixels
 Schedule = Literal[SCHEDULES]
 Key = Annotated[str, Meta(max_length=64)]  # keys of timing_ms and counters
 MAX_MAP_ENTRIES = 256  # entries of timing_ms and counters
-VECTOR = Array("float32", ((1, "max_state_dim"),))
-ROWS = Array("float32", ((0, "max_chunk_length"), (1, "max_action_dim")))
-IMAGES = Array("uint8", ((1, "max_image_side"), (1, "max_image_side"), (3, 3)), "camera", "image/", "max_images")
+VECTOR = ArrayField("float32", ((1, "max_state_dim"),))
+ROWS = ArrayField("float32", ((0, "max_chunk_length"), (1, "max_action_dim")))
+IMAGES = ArrayField("uint8", ((1, "max_image_side"), (1, "max_image_side"), (3, 3)), "camera", "image/", "max_images")
 
 
 class Hello(Struct):

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, get_args
 
 import msgspec
 
-from robot_io.protocol.messages import SCHEDULES, MessageError, bad_message, bad_value
+from robot_io.protocol.messages import MessageError, bad_message, bad_value
 from robot_io.protocol.msgpack_items import PYTHON_NAMES, count, entries, kind
 from robot_io.protocol.wire import MAX_DIM, MAX_NAME_CHARS, MAX_RANK, ArrayDescriptor
 
@@ -19,7 +19,6 @@ MAX_LISTED = 64  # entries of a map read one by one (a valid header's largest st
 DESCRIPTOR = {field.name: field.type for field in msgspec.structs.fields(ArrayDescriptor)}
 DESCRIPTOR_DECODERS = {name: msgspec.msgpack.Decoder(kind) for name, kind in DESCRIPTOR.items()}
 WIRE_DTYPE_NAMES = sorted(get_args(DESCRIPTOR["dtype"]))
-CHOICES = {"schedule": f"one of {list(SCHEDULES)}", "code": "an ErrorCode"}  # the fields of a fixed set of values
 WRONG_TYPE = re.compile(r"Expected `(?P<want>[^`]+)`, got `(?P<got>[^`]+)`")  # msgspec's ValidationError
 # msgspec names msgpack types as JSON does (object, array, null)
 MSGPACK_NAMES = {"object": "map", "array": "list", "null": "nil"}
@@ -28,12 +27,12 @@ UNTYPED = msgspec.msgpack.Decoder()
 T = TypeVar("T")
 
 
-def decoded(where: str, raw: Any, read: Callable[[Any], T]) -> T:
-    """`read(raw)`; a failure is the refusal of the field at `where`."""
+def decoded(where: str, raw: Any, read: Callable[[Any], T], allowed: str = "a valid value") -> T:
+    """`read(raw)`; a failure is the refusal of the field at `where` (whose values, if a fixed set, are `allowed`)."""
     try:
         return read(raw)
     except msgspec.ValidationError as exc:
-        raise field_refusal(where, raw, str(exc).split(" - at `")[0]) from None
+        raise field_refusal(where, raw, str(exc).split(" - at `")[0], allowed) from None
     except RecursionError:
         raise bad_message(f"{where}: nested deeper than the decoder reads") from None
     except (msgspec.DecodeError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
@@ -60,14 +59,14 @@ def map_entries(where: str, buf: Any) -> list[tuple[str, msgspec.Raw]] | int:
     return list(zip(keys, items[1::2], strict=True))
 
 
-def field_refusal(where: str, raw: Any, what: str) -> MessageError:
+def field_refusal(where: str, raw: Any, what: str, allowed: str = "a valid value") -> MessageError:
     """The refusal of the value in `raw` at `where`, which msgspec refused saying `what`."""
     if found := WRONG_TYPE.fullmatch(what):
         want, got = (MSGPACK_NAMES.get(found[key], found[key]) for key in ("want", "got"))
         return bad_message(f"{where}: expected {want}, got {got}")
     value = scalar_value(raw)
     if what.startswith("Invalid enum value"):
-        return bad_value(f"{where}={describe(value)} is not {CHOICES.get(where.rsplit('.')[-1], 'a valid value')}")
+        return bad_value(f"{where}={describe(value)} is not {allowed}")
     bound = what.removeprefix("Expected ").replace("`", "")  # "int <= 10", "str of length <= 64", ...
     if type(value) is float and not math.isfinite(value):
         return bad_value(f"{where}={value} is not a finite number")

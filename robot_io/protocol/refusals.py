@@ -8,18 +8,20 @@ length from its first bytes, before any item: msgpack_items.py). So a refusal bu
 objects, however many items a container of the header holds. The stages, in the protocol's order whatever order the
 sender wrote the keys in (docs/PROTOCOL.md, "Error codes"): the header is a msgpack map with str keys; then `v`
 (BAD_VERSION whatever the rest holds, so a later version may change the rest freely); then the header's keys (one
-missing, extra or twice) and type; then the body's keys (the same), and its fields in the order of
-`wire.body_fields`, each decoded with its own type, a list or a map checked for its length before its items and a
-map's keys before its values; then the descriptor count, and each descriptor followed by the checks of its frame
-(arrays.py). A field of the wrong msgpack type, or a key missing, extra or twice, is BAD_MESSAGE; the right type with
-a value out of bounds BAD_VALUE. A map inside the body or a descriptor may hold a key twice, as msgspec reads it:
-every value is checked, the last one kept.
+missing, extra or twice) and type; then the body's keys (the same), and its fields in their declared order
+(messages.py), each decoded with its own type, a list or a map checked for its length before its items and a
+map's keys before its values (a `Unique` list then for its items' keys); then the descriptor count, and each
+descriptor followed by the checks of its frame (arrays.py). A field of the wrong msgpack type, or a key missing,
+extra or twice, is BAD_MESSAGE; the right type with a value out of bounds BAD_VALUE. A map inside the body or a
+descriptor may hold a key twice, as msgspec reads it: every value is checked, the last one kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, get_args, get_origin
+from enum import Enum
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import msgspec
 from msgspec import Meta
@@ -153,7 +155,7 @@ def _check_value(where: str, raw: msgspec.Raw, field_type: Any) -> None:
     base, bounds = (get_args(field_type)[0], get_args(field_type)[1:]) if annotated else (field_type, ())
     container = get_origin(base)
     if container not in (list, dict):
-        decoded(where, raw, _decoder(field_type).decode)
+        decoded(where, raw, _decoder(field_type).decode, _allowed(field_type))
         return
     want = "list" if container is list else "map"
     length = count(raw) if kind(raw) == want else None
@@ -172,6 +174,16 @@ def _check_value(where: str, raw: msgspec.Raw, field_type: Any) -> None:
         decoded(f"{where} key", key, _decoder(key_type).decode)
     for key, value in zip(items[0::2], items[1::2], strict=True):
         decoded(f"{where}[{scalar_value(key)!r}]", value, _decoder(value_type).decode)
+
+
+def _allowed(field_type: Any) -> str:
+    """How a refusal names the values of a Literal or an enum field (whatever else its type allows)."""
+    for option in get_args(field_type) if get_origin(field_type) in (Union, UnionType) else (field_type,):
+        if get_origin(option) is Literal:
+            return f"one of {list(get_args(option))}"
+        if isinstance(option, type) and issubclass(option, Enum):
+            return f"an {option.__name__}"
+    return "a valid value"
 
 
 _DECODERS: dict[Any, msgspec.msgpack.Decoder] = {}

@@ -1,6 +1,6 @@
 """The header frame as typed structs, derived from the message declarations (messages.py): what `decode` accepts.
 
-A message's body is its fields but the `Array` ones, in their declared order. `header_types(limits)` turns every
+A message's body is its fields but the `ArrayField` ones, in their declared order. `header_types(limits)` turns every
 declaration into the struct a receiver with these `Limits` decodes into (each `Bound` set from them; built on first
 use), and the header into a union tagged by "type". msgspec decodes a header straight into them, in C, and stops at the
 first element that does not fit: a field of the wrong msgpack type, a key missing or extra, a value or a length out of
@@ -23,7 +23,7 @@ import numpy as np
 from msgspec import Meta, Struct
 
 from robot_io.protocol.limits import Limits
-from robot_io.protocol.messages import IMAGES, MESSAGE_TYPES, Array, Bound, MessageType, Unique, bad_value
+from robot_io.protocol.messages import IMAGES, MESSAGE_TYPES, ArrayField, Bound, MessageType, Unique, bad_value
 
 MAX_NAME_CHARS = 256 + len(IMAGES.prefix)  # an array's name: "image/" and a camera name
 MAX_RANK = 4  # dims of an array
@@ -47,8 +47,9 @@ def marks(field_type: Any) -> tuple[Any, ...]:
     return field_type.__metadata__ if get_origin(field_type) is Annotated else ()
 
 
-def array_spec(field: msgspec.structs.FieldInfo) -> Array | None:
-    return next((mark for mark in marks(field.type) if isinstance(mark, Array)), None)
+def declared_array(field: msgspec.structs.FieldInfo) -> ArrayField | None:
+    """The field's ArrayField, if it is sent as array frames."""
+    return next((mark for mark in marks(field.type) if isinstance(mark, ArrayField)), None)
 
 
 def struct_list(field_type: Any) -> type[Struct] | None:
@@ -59,11 +60,11 @@ def struct_list(field_type: Any) -> type[Struct] | None:
 
 
 BODY_FIELDS = {  # the fields each message type's body carries, in the order a sender writes them
-    mtype: tuple(f for f in msgspec.structs.fields(cls) if array_spec(f) is None) for mtype, cls in MESSAGES.items()
+    mtype: tuple(f for f in msgspec.structs.fields(cls) if declared_array(f) is None) for mtype, cls in MESSAGES.items()
 }
 BODY_KEYS = {mtype: tuple(f.name for f in fields) for mtype, fields in BODY_FIELDS.items()}
-ARRAY_FIELDS = {  # (field, its Array, whether a message must carry it) in declared order: the order checked on receipt
-    cls: tuple((f.name, array_spec(f), f.required) for f in msgspec.structs.fields(cls) if array_spec(f) is not None)
+ARRAY_FIELDS = {  # (field, its ArrayField, whether a message must carry it), in declared order: checked in that order
+    cls: tuple((f.name, spec, f.required) for f in msgspec.structs.fields(cls) if (spec := declared_array(f)))
     for cls in MESSAGE_TYPES
 }
 UNIQUE = {  # the `Unique` lists of each message type's body
@@ -87,12 +88,14 @@ def resolved(field_type: Any, limits: Limits) -> Any:
     if origin in (list, dict):
         return origin[tuple(resolved(arg, limits) for arg in args)]
     if isinstance(field_type, type) and issubclass(field_type, Struct):
-        return body_struct(field_type, [(f.name, f.type) for f in msgspec.structs.fields(field_type)], limits)
+        return body_struct(field_type, limits)
     return field_type
 
 
-def body_struct(cls: type, fields: list[tuple[str, Any]], limits: Limits) -> type[Struct]:
-    return msgspec.defstruct(f"{cls.__name__}Body", [(name, resolved(t, limits)) for name, t in fields], **STRICT)
+def body_struct(cls: type[Struct], limits: Limits) -> type[Struct]:
+    """The struct a receiver with `limits` decodes a `cls`'s body into: its fields but the ArrayField ones."""
+    fields = [(f.name, resolved(f.type, limits)) for f in msgspec.structs.fields(cls) if declared_array(f) is None]
+    return msgspec.defstruct(f"{cls.__name__}Body", fields, **STRICT)
 
 
 @dataclass(frozen=True)
@@ -134,8 +137,8 @@ def header_types(limits: Limits) -> HeaderTypes:
     """The header types whose bounds are `limits` (built on first use: ~1 ms)."""
     bodies, headers = {}, {}
     descriptors = Annotated[list[ArrayDescriptor], Meta(max_length=limits.max_frames - 1)]  # one per array frame
-    for mtype, fields in BODY_FIELDS.items():
-        bodies[mtype] = body_struct(MESSAGES[mtype], [(f.name, f.type) for f in fields], limits)
+    for mtype in MESSAGES:
+        bodies[mtype] = body_struct(MESSAGES[mtype], limits)
         header = [("v", int), ("body", msgspec.Raw), ("arrays", descriptors)]
         name = f"{mtype.value.title()}Header"
         headers[msgspec.defstruct(name, header, tag_field="type", tag=mtype.value, **STRICT)] = mtype

@@ -140,6 +140,17 @@ def test_array_bounds_follow_the_receivers_limits():
     decode(frames, Limits())  # an equal Limits: accepted again
 
 
+def test_declared_bounds_follow_the_receivers_limits_in_nested_structs_and_text():
+    """A bound declared as a Limits attribute (messages.py, `Bound`) is the receiver's, wherever the field is: a
+    METADATA camera's side, a prompt's length; and a decoded camera is the declared CameraSpec."""
+    frames = [bytes(f) for f in encode(METADATA)]
+    assert decode(frames).cameras == METADATA.cameras and type(decode(frames).cameras[0]) is CameraSpec
+    side = r"METADATA.body.cameras\[0\].height=6 out of range \(expected int <= 5\)"
+    assert_refused(frames, ErrorCode.BAD_VALUE, side, Limits(max_image_side=5))
+    prompt = r"INFER.body.prompt: 13 chars exceed the limit \(expected str of length <= 12\)"
+    assert_refused(encode(make_infer()), ErrorCode.BAD_VALUE, prompt, Limits(max_prompt_chars=12))
+
+
 def test_arrays_a_message_type_does_not_carry_are_refused():
     image = np.zeros((2, 2, 3), np.uint8)
     actions = encode(Actions(1, 0, np.ones((10, 3), np.float32), True, 10, 4))
