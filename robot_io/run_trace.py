@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -129,7 +128,7 @@ class JsonLinesTrace(_File):
         self._line({"kind": "tick", **row})
 
     def chunk(self, record: ChunkRecord) -> None:
-        self._line({"kind": "chunk", **asdict(record)})
+        self._line({"kind": "chunk", **record.trace_row()})
 
     def summary(self, summary: dict[str, Any]) -> None:
         self._line({"kind": "summary", **summary})
@@ -153,7 +152,7 @@ class JsonReport(_File):
         pass
 
     def chunk(self, record: ChunkRecord) -> None:
-        self._write(("," if self._chunks else "") + "\n  " + json.dumps(_plain(asdict(record)), allow_nan=False))
+        self._write(("," if self._chunks else "") + "\n  " + json.dumps(_plain(record.trace_row()), allow_nan=False))
         self._chunks += 1
 
     def summary(self, summary: dict[str, Any]) -> None:

@@ -28,7 +28,6 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +90,8 @@ class DatasetRecorder:
         self._work.put(lambda: self._add(frame, task))
 
     def chunk(self, record: ChunkRecord) -> None:
-        self._work.put(lambda: self._line({"kind": "chunk", **asdict(record)}))
+        row = record.trace_row()  # now: the worker thread writes it later
+        self._work.put(lambda: self._line({"kind": "chunk", **row}))
 
     def summary(self, summary: dict[str, Any]) -> None:
         self._work.put(self._end_episode)  # the run is over: its last episode too

@@ -8,20 +8,13 @@ action = executor.tick(step, obs)      # float32 [J] or None (hold)
 from __future__ import annotations
 
 from robot_io.control.clock import Clock
-from robot_io.executors.base import ChunkExecutor, PolicyLink
-from robot_io.executors.chunk import ChunkRecord, PendingRequest, RunningChunk
+from robot_io.executors.base import ChunkExecutor
+from robot_io.executors.chunk import TRACE_FIELDS, ChunkRecord
 from robot_io.executors.config import ACTION_KINDS, EXECUTION_MODES, STATE_SOURCES, ExecutorConfig
 from robot_io.executors.delay import DelayEstimator
-from robot_io.executors.strategies import (
-    EXECUTORS,
-    EnsembleExecutor,
-    FasterExecutor,
-    NaiveExecutor,
-    PrefixExecutor,
-    RtcExecutor,
-    SyncExecutor,
-    VlashExecutor,
-)
+from robot_io.executors.link import PolicyLink
+from robot_io.executors.state import Counts, Plan
+from robot_io.executors.strategies import EXECUTORS
 
 
 def make_executor(client: PolicyLink, config: ExecutorConfig, period_s: float, clock: Clock | None = None):
@@ -29,24 +22,6 @@ def make_executor(client: PolicyLink, config: ExecutorConfig, period_s: float, c
     return EXECUTORS[config.mode](client, config, period_s, clock)
 
 
-__all__ = [
-    "ACTION_KINDS",
-    "EXECUTION_MODES",
-    "EXECUTORS",
-    "STATE_SOURCES",
-    "ChunkExecutor",
-    "ChunkRecord",
-    "DelayEstimator",
-    "EnsembleExecutor",
-    "ExecutorConfig",
-    "FasterExecutor",
-    "NaiveExecutor",
-    "PendingRequest",
-    "PolicyLink",
-    "PrefixExecutor",
-    "RtcExecutor",
-    "RunningChunk",
-    "SyncExecutor",
-    "VlashExecutor",
-    "make_executor",
-]
+__all__ = ["ACTION_KINDS", "EXECUTION_MODES", "EXECUTORS", "STATE_SOURCES", "TRACE_FIELDS", "ChunkExecutor",
+           "ChunkRecord", "Counts", "DelayEstimator", "ExecutorConfig", "Plan", "PolicyLink",
+           "make_executor"]  # fmt: skip

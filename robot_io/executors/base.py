@@ -6,16 +6,17 @@ whose needed actions are final takes over; (3) a request is launched if the mode
 observation of step k; (4) the running chunk's action for k is returned, or None (hold: waiting for the first
 or a sync chunk, or a missed deadline when the running chunk has no valid action). The delay d is estimated
 online (DelayEstimator); the modes differ only in `_due`, `_plan` and `_usable` (see strategies.py).
-Never raises in the loop on server trouble: errors, drops, timeouts and stale replies are counted.
+Never raises in the loop on server trouble: errors, drops, timeouts and stale replies are counted (`counts`).
 
-When the server dies: the client gives up on a request after its timeout (PolicyClient timeout_s, `vlash run
---timeout`), the executor after request_timeout_s, and both keep asking (non-blocking, after retry_after_s).
-The link counts as lost after link_timeout_s without any message while a reply is owed (LinkWatch, link.py).
-Then `on_link_loss` decides: "finish-chunk" (the default) keeps executing the running chunk until its last index
-has run (up to a whole chunk, H ticks, when the server dies just after a switch) before the watchdog holds;
-right for a healthy link with a slow reply. "hold" stops executing it in the tick the link counts as lost, so the
-watchdog holds from then on; when replies return, a first (sync) request starts afresh. Ticks while the link is
-lost are never counted as waiting by design (RunSummary.unexpected_holds counts their holds).
+Two chunks at most are held, each a ChunkRecord (chunk.py): `pending` (requested, not running yet) and `current`
+(running). Replies fill the pending chunk, and the current one while it still streams (it took over on partial
+actions); the final message completes a chunk and gives its latency to the delay estimate. Errors close the
+pending chunk (DROPPED: superseded by a newer request, counted apart), or cut the current one's stream (it keeps
+what arrived; missing indices starve); a failing link closes both and backs off; a request without its reply
+after request_timeout_s is abandoned (and re-sent by the tick).
+
+The link counts as lost after link_timeout_s without any message while a reply is owed; then `on_link_loss`
+decides whether the running chunk runs out or the robot holds at once (link.py).
 
 Records: `records` keeps the most recent config.record_window chunk records; `on_record(record)` is called
 once per record when it is final (it will not change again: superseded, failed, replaced, reset, or at
@@ -28,36 +29,25 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 
 from robot_io.control.clock import Clock, MonotonicClock
-from robot_io.executors.chunk import ChunkRecord, PendingRequest, RunningChunk
+from robot_io.executors.chunk import ChunkRecord
 from robot_io.executors.config import ExecutorConfig
 from robot_io.executors.delay import DelayEstimator
 from robot_io.executors.images import match_cameras
-from robot_io.executors.link import LinkWatch
-from robot_io.executors.replies import ReplyHandling
-from robot_io.protocol import Actions, Error, Infer, Limits, Metadata
-from robot_io.protocol.errors import RobotIOError
+from robot_io.executors.link import LinkWatch, PolicyLink, after_loss, time_of_day
+from robot_io.executors.state import Counts, Plan
+from robot_io.protocol import Actions, Error, ErrorCode, Infer, Limits, Metadata
+from robot_io.protocol.errors import RobotIOError, ShapeError
 
 log = logging.getLogger(__name__)
 POLL_MARGIN_NS = 1_000_000  # ZeroMQ polls in whole milliseconds: stop waiting this early so ticks start on time
 
 
-class PolicyLink(Protocol):
-    """What an executor needs from a policy; robot_io.client.PolicyClient satisfies it (so do test fakes)."""
-
-    def connect(self) -> Metadata: ...
-
-    def submit(self, infer: Infer) -> None: ...
-
-    def poll(self, timeout_s: float) -> Actions | Error | None: ...
-
-
-class ChunkExecutor(ReplyHandling):
-    """Base of the strategies: scheduling, ingestion, switching and bookkeeping shared by every mode."""
+class ChunkExecutor:
+    """Base of the strategies: scheduling, replies, switching and bookkeeping shared by every mode."""
 
     mode = ""
 
@@ -74,11 +64,10 @@ class ChunkExecutor(ReplyHandling):
         self.on_record: Callable[[ChunkRecord], None] | None = None  # each record once, when final (module doc)
         self.last_latency_ms: float | None = None  # the latest final reply's latency (live status)
         self.link = LinkWatch(config.link_timeout_s)
-        self.current: RunningChunk | None = None
+        self.counts = Counts()
+        self.pending: ChunkRecord | None = None  # requested, not running yet
+        self.current: ChunkRecord | None = None  # running
         self._last_command: np.ndarray | None = None  # the last action returned by tick (state_source "commanded")
-        self.pending: PendingRequest | None = None
-        self._streaming: PendingRequest | None = None  # the running chunk's request while it still streams
-        self._running: ChunkRecord | None = None  # the running chunk's record
         self._next_id = 1
         self._retry_ns = -(2**62)  # no request before this clock time (back-off after errors)
         self.waiting = True  # the last tick returned None by design (first chunk, sync; link healthy)
@@ -88,13 +77,17 @@ class ChunkExecutor(ReplyHandling):
         # state entries the action's joints occupy (None: the state is the action's joints, in order)
         self.camera_map: dict[str, str | None] | None = None
         self.state_index: np.ndarray | None = None
-        self.counts = dict(requests=0, chunks=0, wait_steps=0, starved_steps=0, stale=0, errors=0, dropped=0,
-                           timeouts=0, too_late=0, deferred=0, link_errors=0, link_lost_steps=0)  # fmt: skip
 
     @property
     def running_mode(self) -> str:
         """The mode the running chunk was planned in ("sync" for a first request of an async mode), "" if none runs."""
-        return "" if self._running is None else self._running.mode
+        return "" if self.current is None else self.current.mode
+
+    @property
+    def streaming(self) -> ChunkRecord | None:
+        """The running chunk while replies are still owed for it (it took over on streamed actions)."""
+        cur = self.current
+        return cur if cur is not None and not cur.complete and cur.stream_cut is None else None
 
     # ------------------------------------------------------------------ setup
     def start(self, metadata: Metadata | None = None) -> Metadata:
@@ -110,31 +103,25 @@ class ChunkExecutor(ReplyHandling):
 
     def finish(self) -> None:
         """The run is over: hand the records still open (pending, running) to on_record as they stand."""
-        for record in (None if self.pending is None else self.pending.record, self._running):
+        for record in (self.pending, self.current):
             if record is not None:
                 self._retire(record)
-        self.pending = self._streaming = self._running = None
+        self.pending = self.current = None
 
     def _drop_all(self, why: str, running_status: str) -> None:
-        for req in (self.pending, self._streaming):  # their remaining replies will arrive as stale
-            if req is not None:
-                self._close(req, why)
-        if self._running is not None:
-            self._running.status = running_status
-            self._retire(self._running)
-        self.current = self._running = None
+        self._close_open(why)  # their remaining replies will arrive as stale
+        if self.current is not None:
+            self.current.status = running_status
+            self._retire(self.current)
+        self.current = None
 
     def _retire(self, record: ChunkRecord) -> None:
         if self.on_record is not None:
             self.on_record(record)
 
-    @property
-    def horizon(self) -> int:
-        return self._meta().chunk_length
-
     def delay_steps(self) -> int:
         """The current online estimate of d (control steps)."""
-        return self.delay.steps(self.config.max_delay(self.horizon))
+        return self.delay.steps(self.config.max_delay(self._meta().chunk_length))
 
     # ------------------------------------------------------------------ the tick
     def tick(self, step: int, observation: dict | None, now_ns: int | None = None) -> np.ndarray | None:
@@ -147,8 +134,9 @@ class ChunkExecutor(ReplyHandling):
         if self.link.update(now):
             self._link_lost(now, step)
         elif was_lost and not self.link.lost:
-            self._link_restored()
-        self.counts["link_lost_steps"] += self.link.lost
+            log.warning("policy link restored at %s after %.1f s without a reply", time_of_day(), self.link.outage_s)
+        if self.link.lost:
+            self.counts = self.counts.plus(link_lost_steps=1)
         self._activate(step)
         if self.pending is None and observation is not None and now >= self._retry_ns and self._due(step):
             self._launch(step, observation, now)
@@ -171,77 +159,67 @@ class ChunkExecutor(ReplyHandling):
         cur = self.current
         if cur is None:
             return True
-        return step >= cur.start_step + self.config.execution_horizon - self._launch_delay()
-
-    def _launch_delay(self) -> int:
-        return self.delay_steps()
+        return step >= cur.switch_step + self.config.execution_horizon - self.delay_steps()
 
     def _rows_to_run(self, d: int) -> int:
         """Control steps of the new chunk the robot runs after its prefix (sent as execution_horizon * q)."""
         return self.config.execution_horizon
 
-    def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
-        """Fields of the Infer and the switch plan; None to retry next tick (needed actions not final yet)."""
+    def _plan(self, step: int, state: np.ndarray, d: int) -> Plan | None:
+        """The request and its switch; None to retry next tick (needed actions not final yet)."""
         raise NotImplementedError
 
-    def _usable(self, req: PendingRequest, index: int) -> bool:
-        """Whether the pending chunk may take over running `index` now (default: the whole chunk arrived)."""
-        return req.complete
+    def _usable(self, chunk: ChunkRecord, index: int) -> bool:
+        """Whether a chunk that has not run yet may take over running `index` now (default: the whole chunk arrived)."""
+        return chunk.complete
 
-    def _first_plan(self, step: int) -> dict:
+    def _measures_ready(self) -> bool:
+        """True: the delay estimate uses time-to-first-needed-action (faster), else the full latency."""
+        return False
+
+    def _first_plan(self, step: int) -> Plan:
         """A request with nothing to overlap with: wait for it, run it from index 0 on arrival (sync semantics)."""
-        return dict(infer={}, switch_step=step, first_index=0, align=False, delay=0, mode="sync")
+        return Plan("sync", switch_step=step, first_index=0, align=False)
 
-    # ------------------------------------------------------------------ internals
+    # ------------------------------------------------------------------ requests and the switch
     def _meta(self) -> Metadata:
         if self.metadata is None:
             raise RuntimeError("ChunkExecutor.start() must be called before tick()")
         return self.metadata
 
     def _launch(self, step: int, observation: dict, now: int) -> None:
-        meta, q = self._meta(), self.config.action_stride
+        meta, config, q = self._meta(), self.config, self.config.action_stride
         state = self._sent_state(np.asarray(observation["state"], np.float32))
-        d = self._launch_delay()
+        d = self.delay_steps()
         plan = self._first_plan(step) if self.current is None else self._plan(step, state, d)
         if plan is None:
-            self.counts["deferred"] += 1
+            self.counts = self.counts.plus(deferred=1)
             return
         request_id, self._next_id = self._next_id, self._next_id + 1
-        fields = plan["infer"]
-        infer = Infer(
-            request_id=request_id,
-            step_index=step,
-            capture_time_ns=int(observation.get("capture_time_ns", time.time_ns())),
-            prompt=self.config.prompt or str(observation.get("prompt", "")),
-            images=match_cameras(observation.get("images", {}), meta.cameras, self.camera_map, self._max_side),
-            state=state,
-            execution_horizon=self._rows_to_run(d) * q,
-            seed=None if self.config.seed is None else self.config.seed + request_id,
-            **fields,
-        )
-        prefix = fields.get("prefix")
-        record = ChunkRecord(
-            chunk_id=request_id,
-            mode=plan["mode"],
-            request_step=step,
-            delay_steps=plan["delay"],
-            planned_switch_step=plan["switch_step"],
-            planned_index=plan["first_index"],
-            prefix_len=0 if prefix is None else len(prefix),
-        )
+        images = match_cameras(observation.get("images", {}), meta.cameras, self.camera_map, self._max_side)
+        infer = Infer(request_id=request_id, step_index=step,
+                      capture_time_ns=int(observation.get("capture_time_ns", time.time_ns())),
+                      prompt=config.prompt or str(observation.get("prompt", "")), images=images, state=state,
+                      future_state=plan.future_state, prefix=plan.prefix, delay_steps=plan.delay_steps,
+                      schedule=plan.schedule, guidance=plan.guidance, execution_horizon=self._rows_to_run(d) * q,
+                      seed=None if config.seed is None else config.seed + request_id)  # fmt: skip
         h, j = meta.chunk_length, meta.action_dim
-        req = PendingRequest(record, now, np.zeros((h, j), np.float32), np.zeros(h, bool), plan["align"])
-        self.records.append(record)
-        self.counts["requests"] += 1
+        scale = {"absolute": None, "delta": 1.0, "velocity": self.period_s}[config.action_kind]  # one index's move
+        chunk = ChunkRecord(request_id, plan.mode, step, plan.delay, plan.switch_step, plan.first_index,
+                            prefix_len=0 if plan.prefix is None else len(plan.prefix),
+                            actions=np.zeros((h, j), np.float32), final=np.zeros(h, bool), align=plan.align,
+                            stride=q, increment_scale=scale, request_ns=now)  # fmt: skip
+        self.records.append(chunk)
+        self.counts = self.counts.plus(requests=1)
         self.link.requested(now)
         try:
             self.client.submit(infer)
         except RobotIOError as exc:  # refused before sending, or the link is down
-            record.status = "error"
-            self._retire(record)
+            chunk.status = "error"
+            self._retire(chunk)
             self._link_failed(exc)
             return
-        self.pending = req
+        self.pending = chunk
 
     def _sent_state(self, observed: np.ndarray) -> np.ndarray:
         """The state a request carries: observed, or with state_source "commanded" the last command (absolute actions)
@@ -254,47 +232,137 @@ class ChunkExecutor(ReplyHandling):
         return state
 
     def _activate(self, step: int) -> None:
-        req, q = self.pending, self.config.action_stride
-        if req is None or step < req.record.planned_switch_step:
+        chunk = self.pending
+        if chunk is None or step < chunk.planned_switch_step:
             return
-        index = req.index_for(step, q)
-        if index >= (len(req.actions) if req.rows is None else req.rows):  # past its last row: it never can run
-            self.counts["too_late"] += 1
-            self._close(req, "too_late")
+        index = chunk.takeover_index(step)
+        if index >= chunk.length:  # past its last row: it never can run
+            self.counts = self.counts.plus(too_late=1)
+            self._close(chunk, "too_late")
             return
-        if not self._usable(req, index):
+        if not self._usable(chunk, index):
             return
-        if self._streaming is not None:  # replaced while still streaming: its remaining replies will be stale
-            self._close(self._streaming, "replaced")
-        if self._running is not None:
-            self._running.status = "done"
-            self._retire(self._running)
-        rec = req.record
-        rec.switch_step, rec.switch_index, rec.status = step, index, "running"
-        self.current = RunningChunk(
-            req.actions, req.final, step, index, q, req.chunk_id, self._increment_scale(), req.rows
-        )
-        self._running, self.pending = rec, None
-        self._streaming = None if req.complete else req
-        self.counts["chunks"] += 1
-
-    def _increment_scale(self) -> float | None:
-        """How far one index of a relative action moves the state (RunningChunk.increment_scale)."""
-        return {"absolute": None, "delta": 1.0, "velocity": self.period_s}[self.config.action_kind]
+        if self.current is not None:
+            if self.streaming is not None:  # replaced while still streaming: its remaining replies will be stale
+                self._close(self.current, "replaced")
+            self.current.status = "done"
+            self._retire(self.current)
+        chunk.switch_step, chunk.switch_index, chunk.status = step, index, "running"
+        self.current, self.pending = chunk, None
+        self.counts = self.counts.plus(chunks=1)
 
     def _command(self, step: int) -> np.ndarray | None:
         cur = self.current
-        idle = cur is None or (self.config.mode == "sync" and step >= cur.start_step + self.config.execution_horizon)
+        idle = cur is None or (self.config.mode == "sync" and step >= cur.switch_step + self.config.execution_horizon)
         self.waiting = idle and not self.link.lost  # waiting on a lost link is not by design
         if idle:
-            self.counts["wait_steps"] += self.waiting
+            if self.waiting:
+                self.counts = self.counts.plus(waiting_steps=1)
             return None
         action = cur.command(step)
         if action is None:
-            self.counts["starved_steps"] += 1
+            self.counts = self.counts.plus(missed_deadlines=1)
         else:
             self._last_command = action
         return action
+
+    # ------------------------------------------------------------------ replies, errors and the link
+    def _drain(self) -> None:
+        for _ in range(1000):  # bounded: a flood of messages cannot stall the tick forever
+            message = self._poll(0.0)
+            if message is None:
+                return
+            self._handle(message, self.clock.now_ns())
+
+    def _poll(self, timeout_s: float) -> Actions | Error | None:
+        try:
+            return self.client.poll(timeout_s)
+        except RobotIOError as exc:  # the link gave up (timeout, reset): requests in flight are lost
+            self._link_failed(exc)
+            return None
+
+    def _handle(self, message: Actions | Error | object, arrival_ns: int) -> None:
+        self._ingest(message, arrival_ns)
+        still_owed = (self.pending is not None and not self.pending.complete) or self.streaming is not None
+        self.link.heard(arrival_ns, still_owed)
+
+    def _ingest(self, message: Actions | Error | object, arrival_ns: int) -> None:
+        open_chunks = {c.chunk_id: c for c in (self.pending, self.streaming) if c is not None}
+        if isinstance(message, Error):
+            self._on_error(message, open_chunks)
+            return
+        if not isinstance(message, Actions) or message.request_id not in open_chunks:
+            self.counts = self.counts.plus(stale_replies=1)
+            return
+        chunk = open_chunks[message.request_id]
+        try:
+            age_ms = chunk.fill(message, arrival_ns, self.period_s)
+        except ShapeError as exc:
+            self._warn_once("shape", f"reply {message.request_id}: {exc}; request abandoned")
+            self._close(chunk, "error")
+            self.counts = self.counts.plus(errors=1)
+            return
+        if chunk.ready_ms is None and self._usable(chunk, chunk.planned_index):  # its first needed action is final
+            chunk.ready_ms = age_ms
+            if self._measures_ready():
+                self.delay.add(age_ms / 1e3)
+        if message.final:
+            self.last_latency_ms = age_ms
+            if not self._measures_ready():
+                self.delay.add(age_ms / 1e3)
+
+    def _on_error(self, error: Error, open_chunks: dict[int, ChunkRecord]) -> None:
+        chunk = open_chunks.get(error.request_id) if error.request_id is not None else self.pending
+        if chunk is None:
+            self.counts = self.counts.plus(stale_replies=1)
+            return
+        dropped = error.code == ErrorCode.DROPPED
+        self.counts = self.counts.plus(dropped=1) if dropped else self.counts.plus(errors=1)
+        self._warn_once(f"error:{error.code}", f"request {chunk.chunk_id}: server error {error.code}: {error.message}")
+        self._close(chunk, "dropped" if dropped else "error")
+        if not dropped:  # a failing server: do not ask again at the control rate
+            self._back_off()
+
+    def _close_open(self, status: str) -> None:
+        for chunk in (self.pending, self.streaming):
+            if chunk is not None:
+                self._close(chunk, status)
+
+    def _close(self, chunk: ChunkRecord, status: str) -> None:
+        """No more replies for `chunk`: the pending one is final; the running one keeps what arrived."""
+        if chunk is self.pending:
+            self.pending = None
+            chunk.status = status
+            self._retire(chunk)
+        elif chunk is self.current:
+            chunk.stream_cut = status
+
+    def _expire(self, now: int) -> None:
+        timeout_s = self.config.request_timeout_s
+        for chunk in (self.pending, self.streaming):
+            if chunk is not None and now - chunk.request_ns > timeout_s * 1e9:
+                if chunk is self.pending:  # a running chunk's stream is only cut
+                    self.counts = self.counts.plus(timeouts=1)
+                    self._warn_once("timeout", f"request {chunk.chunk_id}: no reply in {timeout_s} s")
+                self._close(chunk, "timeout")
+
+    def _link_failed(self, exc: Exception) -> None:
+        self.counts = self.counts.plus(link_errors=1)
+        self._warn_once("link", f"policy link failed: {exc}")
+        self._close_open("error")
+        self._back_off()
+
+    def _back_off(self) -> None:
+        self._retry_ns = self.clock.now_ns() + round(self.config.retry_after_s * 1e9)
+
+    def _link_lost(self, now: int, step: int) -> None:
+        """Every loss is logged with the time of day and what the robot does now, under the policy in force."""
+        policy, cur = self.config.on_link_loss, self.current
+        ticks = 0 if cur is None else -(-(cur.length - cur.index_at(step)) // cur.stride)  # its indices left
+        log.warning("policy link lost at %s (no reply for %.1f s); on-link-loss %s: %s", time_of_day(),
+                    self.link.silent_s(now), policy, after_loss(policy, ticks))  # fmt: skip
+        if policy == "hold":  # what was planned from the running chunk is void too: start afresh when replies return
+            self._drop_all("link_lost", "link_lost")
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

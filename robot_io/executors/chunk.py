@@ -1,33 +1,77 @@
-"""Chunks in flight and in execution: RunningChunk, PendingRequest, ChunkRecord."""
+"""ChunkRecord: one chunk on the robot side, from its request to its last tick (the one carrier the executor keeps).
+
+A request makes a record that holds the chunk's buffer, which replies fill index by index (`fill`). When its
+switch step comes and the index it needs is final, the chunk takes over (`switch_step`, `switch_index`): robot
+step `switch_step` runs index `switch_index`, then `stride` (q) indices per step, and `command` gives each step's
+action (the buffer goes on filling while the chunk runs, when it took over on streamed actions). What happened
+to it (latency, status, why its stream was cut) is written into the same record; `trace_row` is what a trace keeps.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
+from robot_io.protocol import Actions
+from robot_io.protocol.errors import ShapeError
 
-@dataclass
-class RunningChunk:
-    """A chunk being executed: robot step `start_step` runs index `first_index`, then `stride` (q) indices per step.
+NOT_TRACED = {"trace": False}  # field metadata: the chunk itself, not part of a trace row
 
-    `final[i]` says whether index i has arrived (a streamed chunk fills in while it runs). Once its final message
-    came, `rows` says how many leading rows the chunk has: H, or fewer when the server stopped sampling early
-    (horizon-aware requests). An index past the end or not final has no action (None): the caller holds (the last
-    row for absolute targets, zero for relative actions) and counts a missed deadline.
+
+@dataclass(eq=False)
+class ChunkRecord:
+    """What happened to one request (times from the request's control tick), and the chunk it returned.
+
+    `final[i]` says whether index i has arrived. Once the final message came, `rows` says how many leading rows the
+    chunk has: H, or fewer when the server stopped sampling early (horizon-aware requests). An index past the end or
+    not final has no action (None): the caller holds (the last row for absolute targets, zero for relative actions)
+    and counts a missed deadline.
     """
 
-    actions: np.ndarray  # [H, J] float32: absolute targets, per-index increments, or rates per second
-    final: np.ndarray  # [H] bool
-    start_step: int
-    first_index: int
-    stride: int
-    chunk_id: int  # the request id it came from
+    chunk_id: int  # request id
+    mode: str  # "sync" for the first chunk of an async mode (nothing to overlap with), else the mode
+    request_step: int  # control step of the observation
+    delay_steps: int  # d used to plan the switch
+    planned_switch_step: int  # step at which the chunk was planned to take over
+    planned_index: int  # chunk index planned for that step
+    prefix_len: int = 0  # committed prefix sent (prefix, faster)
+    ready_ms: float | None = None  # until the first action it needs was final (TTFA of this chunk)
+    latency_ms: float | None = None  # until the final message
+    reply_step: int | None = None  # first control step at or after the final message
+    server_ms: float | None = None  # timing_ms["total_ms"] reported by the server
+    switch_step: int | None = None  # step at which it took over (None: never ran)
+    switch_index: int | None = None  # chunk index run at switch_step
+    # pending, running, done, dropped, error, timeout, too_late, reset, link_lost (on_link_loss "hold" stopped it)
+    status: str = "pending"
+    # a chunk that took over on streamed actions and then stopped receiving before its final message: why
+    # (dropped: the server cancelled it for the next request; error; timeout; reset: a new episode began;
+    # replaced: the next chunk took over first; link_lost). Its missing actions starve. None otherwise
+    stream_cut: str | None = None
+    timing_ms: dict[str, float] = field(default_factory=dict)  # the server's breakdown
+    # the chunk: [H, J] float32 absolute targets, per-index increments or rates per second; [H] bool arrived
+    actions: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32), repr=False, metadata=NOT_TRACED)
+    final: np.ndarray = field(default_factory=lambda: np.zeros(0, bool), repr=False, metadata=NOT_TRACED)
+    rows: int | None = field(default=None, metadata=NOT_TRACED)  # leading rows, once the final message arrived
+    # a late switch runs the index aligned with time (async); False: the planned index on arrival (sync)
+    align: bool = field(default=True, metadata=NOT_TRACED)
+    stride: int = field(default=1, metadata=NOT_TRACED)  # q: chunk indices per control step
     # None: absolute targets. Else relative actions (a step commands the sum of its q indices, ExecutorConfig
     # "delta" or "velocity"), and one index advances the state by `increment_scale` * action (1 for increments,
     # the control period for velocities)
-    increment_scale: float | None = None
-    rows: int | None = None  # leading rows the chunk has, once its final message arrived (None: still streaming)
+    increment_scale: float | None = field(default=None, metadata=NOT_TRACED)
+    request_ns: int = field(default=0, metadata=NOT_TRACED)  # clock time of the request's control tick
+
+    def trace_row(self) -> dict[str, Any]:
+        """The record as a trace keeps it (`vlash run --trace`, recordings): every field but the chunk itself."""
+        return {name: dict(self.timing_ms) if name == "timing_ms" else getattr(self, name) for name in TRACE_FIELDS}
+
+    @property
+    def complete(self) -> bool:
+        """The final message arrived."""
+        return self.rows is not None
 
     @property
     def relative(self) -> bool:
@@ -38,8 +82,32 @@ class RunningChunk:
         """Rows the chunk has or will have: H while streaming, `rows` once complete."""
         return len(self.actions) if self.rows is None else self.rows
 
+    def fill(self, message: Actions, arrival_ns: int, period_s: float) -> float:
+        """Copy a reply's actions in; a final message completes the chunk and sets its latency, reply step and the
+        server's timing. Returns the reply's age in ms; ShapeError (nothing copied) when the actions do not fit."""
+        actions = np.asarray(message.actions, np.float32)
+        (h, j), start = self.actions.shape, message.start
+        if actions.ndim != 2 or actions.shape[1] != j or not 0 <= start <= start + len(actions) <= h:
+            raise ShapeError(f"actions {actions.shape} at {start} do not fit the chunk [{h}, {j}]")
+        self.actions[start : start + len(actions)] = actions
+        self.final[start : start + len(actions)] = True
+        age_ms = (arrival_ns - self.request_ns) / 1e6
+        if message.final:
+            self.rows = start + len(actions)  # a final message carries rows [0, m)
+            self.latency_ms = age_ms
+            self.reply_step = self.request_step + math.ceil(age_ms / 1e3 / period_s - 1e-9)
+            self.timing_ms = dict(message.timing_ms)
+            self.server_ms = message.timing_ms.get("total_ms")
+        return age_ms
+
+    def takeover_index(self, step: int) -> int:
+        """The index a chunk that has not run yet would run if it took over at `step`."""
+        late = (step - self.planned_switch_step) * self.stride if self.align else 0
+        return self.planned_index + late
+
     def index_at(self, step: int) -> int:
-        return self.first_index + (step - self.start_step) * self.stride
+        """The index a running chunk runs at `step`."""
+        return self.switch_index + (step - self.switch_step) * self.stride
 
     def span_ready(self, start: int, stop: int) -> bool:
         """Indices [start, stop) (clamped to the chunk) are all final."""
@@ -87,52 +155,4 @@ class RunningChunk:
         return self.actions[i].copy() if self.final[i] else None
 
 
-@dataclass
-class ChunkRecord:
-    """What happened to one request, for the summary and the plots (times from the request's control tick)."""
-
-    chunk_id: int  # request id
-    mode: str  # "sync" for the first chunk of an async mode (nothing to overlap with), else the mode
-    request_step: int  # control step of the observation
-    delay_steps: int  # d used to plan the switch
-    planned_switch_step: int  # step at which the chunk was planned to take over
-    planned_index: int  # chunk index planned for that step
-    prefix_len: int = 0  # committed prefix sent (prefix, faster)
-    ready_ms: float | None = None  # until the first action it needs was final (TTFA of this chunk)
-    latency_ms: float | None = None  # until the final message
-    reply_step: int | None = None  # first control step at or after the final message
-    server_ms: float | None = None  # timing_ms["total_ms"] reported by the server
-    switch_step: int | None = None  # step at which it took over (None: never ran)
-    switch_index: int | None = None  # chunk index run at switch_step
-    # pending, running, done, dropped, error, timeout, too_late, reset, link_lost (on_link_loss "hold" stopped it)
-    status: str = "pending"
-    # a chunk that took over on streamed actions and then stopped receiving before its final message: why
-    # (dropped: the server cancelled it for the next request; error; timeout; reset: a new episode began;
-    # replaced: the next chunk took over first; link_lost). Its missing actions starve. None otherwise
-    stream_cut: str | None = None
-    timing_ms: dict[str, float] = field(default_factory=dict)  # the server's breakdown
-
-
-@dataclass
-class PendingRequest:
-    """A request on its way: the buffer its Actions fill, and how it will take over."""
-
-    record: ChunkRecord
-    request_ns: int  # clock time of the request's control tick
-    actions: np.ndarray  # [H, J]
-    final: np.ndarray  # [H] bool
-    align: bool  # a late switch runs the index aligned with time (async); False: index 0 on arrival (sync)
-    rows: int | None = None  # leading rows the final message said the chunk has (H, or fewer after an early stop)
-
-    @property
-    def complete(self) -> bool:
-        """The final message arrived."""
-        return self.rows is not None
-
-    @property
-    def chunk_id(self) -> int:
-        return self.record.chunk_id
-
-    def index_for(self, step: int, stride: int) -> int:
-        rec = self.record
-        return rec.planned_index + (step - rec.planned_switch_step) * stride if self.align else rec.planned_index
+TRACE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ChunkRecord) if f.metadata.get("trace", True))

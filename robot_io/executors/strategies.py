@@ -28,10 +28,13 @@ A reply that arrives after its planned switch takes over on arrival at the time-
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from robot_io.executors.base import ChunkExecutor
-from robot_io.executors.chunk import PendingRequest, RunningChunk
+from robot_io.executors.chunk import ChunkRecord
+from robot_io.executors.state import Plan
 
 
 class SyncExecutor(ChunkExecutor):
@@ -39,23 +42,22 @@ class SyncExecutor(ChunkExecutor):
 
     def _due(self, step: int) -> bool:
         cur = self.current
-        return cur is None or step >= cur.start_step + self.config.execution_horizon
+        return cur is None or step >= cur.switch_step + self.config.execution_horizon
 
-    def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
+    def _plan(self, step: int, state: np.ndarray, d: int) -> Plan | None:
         return self._first_plan(step)
 
 
 class NaiveExecutor(ChunkExecutor):
     mode = "naive"
 
-    def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
-        return self._aligned(step, d, {})
+    def _plan(self, step: int, state: np.ndarray, d: int) -> Plan | None:
+        return self._aligned(step, d)
 
-    def _aligned(self, step: int, d: int, infer: dict) -> dict:
+    def _aligned(self, step: int, d: int, **infer) -> Plan:
         """Switch at step + d running index d*q (chunk index 0 is the request time)."""
-        q = self.config.action_stride
-        return dict(infer=dict(delay_steps=d * q, **infer), switch_step=step + d, first_index=d * q, align=True,
-                    delay=d, mode=self.mode)  # fmt: skip
+        dq = d * self.config.action_stride
+        return Plan(self.mode, step + d, first_index=dq, align=True, delay=d, delay_steps=dq, **infer)
 
 
 class VlashExecutor(ChunkExecutor):
@@ -65,7 +67,7 @@ class VlashExecutor(ChunkExecutor):
         """Always the observed state: the future state is rolled forward from it (state_source does not apply)."""
         return observed
 
-    def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
+    def _plan(self, step: int, state: np.ndarray, d: int) -> Plan | None:
         idx = self.state_index  # the action's joints within a longer state: roll those, keep the other entries
         future = self.current.future_state(step, step + d, state if idx is None else state[idx])
         if future is None:
@@ -74,48 +76,45 @@ class VlashExecutor(ChunkExecutor):
             rolled = np.asarray(state, np.float32).copy()
             rolled[idx] = future
             future = rolled
-        q = self.config.action_stride
-        return dict(infer=dict(future_state=future, delay_steps=d * q), switch_step=step + d, first_index=0,
-                    align=True, delay=d, mode=self.mode)  # fmt: skip
+        dq = d * self.config.action_stride
+        return Plan(self.mode, step + d, first_index=0, align=True, delay=d, delay_steps=dq, future_state=future)
 
 
 class PrefixExecutor(NaiveExecutor):
     mode = "prefix"
     schedule = "constant"
 
-    def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
+    def _plan(self, step: int, state: np.ndarray, d: int) -> Plan | None:
         prefix = self.current.window(step, d * self.config.action_stride)
         if prefix is None:
             return None
-        return self._aligned(step, d, dict(prefix=prefix, schedule=self.schedule))
+        return self._aligned(step, d, prefix=prefix, schedule=self.schedule)
 
 
 class RtcExecutor(NaiveExecutor):
     mode = "rtc"
 
-    def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
+    def _plan(self, step: int, state: np.ndarray, d: int) -> Plan | None:
         cur = self.current
-        start, infer = cur.index_at(step), {}
-        if start < cur.length:
-            leftover = cur.window(step, cur.length - start)
-            if leftover is None:
-                return None  # the leftover has not all arrived yet
-            infer = dict(guidance=leftover, schedule="constant")
-        return self._aligned(step, d, infer)
+        start = cur.index_at(step)
+        if start >= cur.length:
+            return self._aligned(step, d)
+        leftover = cur.window(step, cur.length - start)
+        if leftover is None:
+            return None  # the leftover has not all arrived yet
+        return self._aligned(step, d, guidance=leftover, schedule="constant")
 
 
 class FasterExecutor(PrefixExecutor):
     mode = "faster"
     schedule = "horizon-aware"
 
-    def _first_plan(self, step: int) -> dict:
-        plan = super()._first_plan(step)
-        plan["infer"] = dict(schedule=self.schedule)
-        return plan
+    def _first_plan(self, step: int) -> Plan:
+        return replace(super()._first_plan(step), schedule=self.schedule)
 
-    def _usable(self, req: PendingRequest, index: int) -> bool:
+    def _usable(self, chunk: ChunkRecord, index: int) -> bool:
         stop = index + (self.config.action_stride if self.config.relative else 1)
-        return bool(req.final[index:stop].all())
+        return bool(chunk.final[index:stop].all())
 
     def _rows_to_run(self, d: int) -> int:
         """s + d: the server stops sampling after these rows, so ask for d more than a switch on time runs. They cover
@@ -131,7 +130,7 @@ class EnsembleExecutor(NaiveExecutor):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._live: list[RunningChunk] = []  # chunks that still have actions for the coming steps, oldest first
+        self._live: list[ChunkRecord] = []  # chunks that still have actions for the coming steps, oldest first
         self._last_request = -(2**62)
 
     def reset(self) -> None:
@@ -142,13 +141,13 @@ class EnsembleExecutor(NaiveExecutor):
     def _due(self, step: int) -> bool:
         return step >= self._last_request + self.config.ensemble_every
 
-    def _first_plan(self, step: int) -> dict:
+    def _first_plan(self, step: int) -> Plan:
         self._last_request = step
         return super()._first_plan(step)
 
-    def _plan(self, step: int, state: np.ndarray, d: int) -> dict | None:
+    def _plan(self, step: int, state: np.ndarray, d: int) -> Plan | None:
         self._last_request = step
-        return self._aligned(step, d, {})
+        return self._aligned(step, d)
 
     def _activate(self, step: int) -> None:
         before = self.current

@@ -57,7 +57,7 @@ def test_ensemble_keeps_at_most_one_request_in_flight():
     records = list(h.executor.records)
     assert [r.request_step for r in records[:4]] == [0, 3, 6, 9]
     assert all(b.request_step >= a.reply_step for a, b in zip(records, records[1:], strict=False))
-    assert h.executor.counts["dropped"] == 0 and h.executor.counts["stale"] == 0  # nothing was superseded
+    assert h.executor.counts.dropped == 0 and h.executor.counts.stale_replies == 0  # nothing was superseded
     assert [r.request_step for r in list(_ensemble(0.01, every=5).executor.records)[:3]] == [0, 5, 10]
 
 
@@ -96,7 +96,7 @@ def test_a_zero_latency_reply_runs_in_the_tick_of_its_request():
     assert h.chunk_at(0) == (1, 0)  # no hold at all
     assert h.executor.delay_steps() == 0 and h.client.requests[1].step_index == 5
     assert h.chunk_at(5) == (2, 0) and h.chunk_at(10) == (3, 0)  # index d * q = 0
-    assert h.executor.counts["wait_steps"] == 0 and h.executor.counts["starved_steps"] == 0
+    assert h.executor.counts.waiting_steps == 0 and h.executor.counts.missed_deadlines == 0
     sync = Harness(mode="sync", execution_horizon=4, latency_s=0.0).run(9)
     assert all(a is not None for a in sync.actions.values()) and sync.chunk_at(4) == (2, 0)
 
@@ -113,7 +113,7 @@ def test_a_final_message_with_fewer_rows_completes_the_request_and_running_past_
     first = h.executor.records[0]
     assert first.latency_ms == pytest.approx(250, abs=1) and first.switch_step == 3 and first.stream_cut is None
     assert h.chunk_at(10) == (1, 7) and h.actions[11] is None  # rows 0..7 ran at steps 3..10
-    assert h.executor.counts["starved_steps"] == 4 and h.executor.counts["wait_steps"] == 3  # 11..14; 0..2
+    assert h.executor.counts.missed_deadlines == 4 and h.executor.counts.waiting_steps == 3  # 11..14; 0..2
     assert len(h.client.requests) == 1  # sync asks again after s = 12 steps, at 15
 
 
@@ -122,7 +122,7 @@ def test_a_streamed_reply_that_stops_early_is_complete_once_its_final_message_ar
     h = _stopping_early(h, rows=6, pieces=((0.3, 2),)).run(6)
     first = h.executor.records[0]
     assert first.switch_step == 1 and first.latency_ms == pytest.approx(250, abs=1)  # took over on the piece
-    assert h.executor._streaming is None and first.stream_cut is None  # the short final message completed it
+    assert h.executor.streaming is None and first.stream_cut is None  # the short final message completed it
     assert h.executor.current.final.sum() == 6
 
 
@@ -140,4 +140,4 @@ def test_faster_asks_again_when_its_prefix_was_not_final_at_the_due_step():
     h.executor.client = h.client
     h.run(12)
     assert h.executor.records[0].switch_step == 2 and h.executor.delay_steps() == 2
-    assert len(h.client.requests) > 1, f"no second request in 12 steps; deferred {h.executor.counts['deferred']}x"
+    assert len(h.client.requests) > 1, f"no second request in 12 steps; deferred {h.executor.counts.deferred}x"

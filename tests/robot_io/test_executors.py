@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pytest
@@ -63,7 +64,7 @@ def test_first_chunk_is_sync_then_naive_switches_at_index_d_with_the_stale_state
     assert second.future_state is None and second.prefix is None and second.delay_steps == 3
     assert h.chunk_at(8) == (2, 3)  # switch at k + d, running index d (index 0 = the request time)
     assert h.executor.records[1].switch_step == 8 and h.executor.records[1].switch_index == 3
-    assert h.executor.counts["starved_steps"] == 0
+    assert h.executor.counts.missed_deadlines == 0
 
 
 def test_vlash_sends_the_last_committed_action_as_future_state_and_runs_index_0():
@@ -118,7 +119,7 @@ def test_faster_switches_on_partial_actions_before_the_chunk_is_final():
     assert h.client.requests[1].schedule == "horizon-aware"
     assert second.switch_step == 6 and second.switch_index == 1
     assert second.reply_step > second.switch_step  # the final message came later
-    assert h.executor.counts["starved_steps"] == 0
+    assert h.executor.counts.missed_deadlines == 0
 
 
 def test_a_streaming_chunk_superseded_before_its_final_message_is_marked_and_keeps_running():
@@ -135,7 +136,7 @@ def test_a_streaming_chunk_superseded_before_its_final_message_is_marked_and_kee
     assert second.switch_step == 6 and second.latency_ms is None
     assert second.stream_cut == "dropped" and second.status == "running"
     assert h.chunk_at(8) == (2, 3)  # it keeps running on the actions that arrived
-    assert h.executor.counts["dropped"] == 1 and h.executor.records[0].stream_cut is None
+    assert h.executor.counts.dropped == 1 and h.executor.records[0].stream_cut is None
 
 
 def test_a_reset_while_the_running_chunk_streams_is_marked_and_its_late_replies_are_stale():
@@ -150,7 +151,7 @@ def test_a_reset_while_the_running_chunk_streams_is_marked_and_its_late_replies_
     second = h.executor.records[1]
     assert second.switch_step == 6 and second.latency_ms is None
     assert second.stream_cut == "reset" and second.status == "done"
-    assert h.executor.counts["stale"] >= 1 and h.executor.records[2].mode == "sync"  # the episode starts afresh
+    assert h.executor.counts.stale_replies >= 1 and h.executor.records[2].mode == "sync"  # the episode starts afresh
 
 
 class NonCancellingClient(SimulatedPolicyLink):
@@ -170,9 +171,9 @@ def test_a_chunk_replaced_while_it_still_streams_is_marked_and_its_late_replies_
     h.executor.client = h.client
     h.run(8)
     ran = [r for r in h.executor.records if r.switch_step is not None]
-    assert len(ran) >= 3 and h.executor.counts["dropped"] == 0
+    assert len(ran) >= 3 and h.executor.counts.dropped == 0
     assert all(r.stream_cut == "replaced" and r.latency_ms is None for r in ran[:-1])
-    assert h.executor.counts["stale"] >= 1
+    assert h.executor.counts.stale_replies >= 1
 
 
 def test_sync_holds_while_waiting_and_runs_each_chunk_from_index_0():
@@ -181,7 +182,7 @@ def test_sync_holds_while_waiting_and_runs_each_chunk_from_index_0():
     assert h.client.requests[1].step_index == 7
     assert [h.actions[k] for k in (7, 8, 9)] == [None, None, None]
     assert h.chunk_at(10) == (2, 0)
-    assert h.executor.counts["wait_steps"] == 3 + 3 + 2 and h.executor.counts["starved_steps"] == 0
+    assert h.executor.counts.waiting_steps == 3 + 3 + 2 and h.executor.counts.missed_deadlines == 0
 
 
 def test_online_delay_is_the_p95_of_recent_latencies_in_steps():
@@ -232,16 +233,28 @@ def test_dropped_and_failed_requests_are_counted_and_retried():
     assert h.client.requests[2].step_index == 6  # a dropped request is re-sent at once
     assert h.client.requests[3].step_index == 11
     assert h.client.requests[4].step_index == 12 + 3  # after an error: back off retry_after_s
-    assert h.executor.counts["dropped"] == 1 and h.executor.counts["errors"] == 1
+    assert h.executor.counts.dropped == 1 and h.executor.counts.errors == 1
 
 
 def test_a_silent_server_times_out_and_the_executor_asks_again():
     h = Harness(mode="vlash", execution_horizon=5, initial_delay=3, request_timeout_s=0.5)
     h.client.replying = False
     h.run(12)
-    assert h.executor.counts["timeouts"] >= 1
+    assert h.executor.counts.timeouts >= 1
     assert [r.request_step for r in list(h.executor.records)[:2]] == [0, 6]  # 0.5 s timeout -> re-sent at step 6
     assert all(a is None for a in h.actions.values())
+
+
+def test_counts_are_frozen_snapshots_and_a_misspelt_count_raises():
+    h = Harness(mode="naive", execution_horizon=5, initial_delay=3).run(6)
+    early = h.executor.counts
+    h.run(20)
+    assert early.requests == 2 and h.executor.counts.requests > early.requests  # the early snapshot did not move
+    assert early.waiting_steps == 3 and h.executor.counts.waiting_steps == 3
+    with pytest.raises(AttributeError):
+        early.plus(starved_steps=1)
+    with pytest.raises(FrozenInstanceError):
+        early.requests = 0
 
 
 def test_config_errors_name_the_bad_value():

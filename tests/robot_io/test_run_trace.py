@@ -31,7 +31,8 @@ def test_the_tick_window_keeps_the_most_recent_ticks_oldest_first():
 
 
 def test_json_lines_and_the_json_report_are_valid_json_with_nan_as_null(tmp_path):
-    record = ChunkRecord(3, "vlash", 10, 2, 12, 0, latency_ms=float("nan"), timing_ms={"total_ms": 41.25})
+    record = ChunkRecord(3, "vlash", 10, 2, 12, 0, latency_ms=float("nan"), timing_ms={"total_ms": 41.25},
+                         actions=np.ones((4, 2), np.float32), final=np.ones(4, bool), rows=4)  # fmt: skip
     with JsonLinesTrace(tmp_path / "t.jsonl") as lines, JsonReport(tmp_path / "r.json") as report:
         for sink in (lines, report):
             sink.tick(row(1, command=None))
@@ -40,6 +41,10 @@ def test_json_lines_and_the_json_report_are_valid_json_with_nan_as_null(tmp_path
     tick, chunk, summary = (json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines())
     assert tick["command"] is None and tick["state"] == [1.0, -1.0] and chunk["latency_ms"] is None
     assert chunk["timing_ms"] == {"total_ms": 41.25} and summary == {"kind": "summary", "ticks": 1}
+    fields = ["chunk_id", "mode", "request_step", "delay_steps", "planned_switch_step", "planned_index",
+              "prefix_len", "ready_ms", "latency_ms", "reply_step", "server_ms", "switch_step", "switch_index",
+              "status", "stream_cut", "timing_ms"]  # fmt: skip
+    assert list(chunk) == ["kind", *fields]  # the record's fields, never the chunk itself
     chunk.pop("kind")
     assert json.loads((tmp_path / "r.json").read_text()) == {"chunks": [chunk], "summary": {"ticks": 1}}
 

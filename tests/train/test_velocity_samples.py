@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from robot_io.executors.chunk import RunningChunk
+from robot_io.executors.chunk import ChunkRecord
 from tests.train.synthetic import ramp_episode
 from vlash.train.samples import FrameTable, SampleSpec, build_sample
 
@@ -20,7 +20,8 @@ def _integrated(state: np.ndarray, velocities: np.ndarray) -> np.ndarray:
 
 def _executor_future_state(velocities: np.ndarray, state: np.ndarray, delta: int) -> np.ndarray:
     """What the robot's executor sends: a chunk of `velocities` running from step 0, switching at step `delta`."""
-    chunk = RunningChunk(velocities, np.ones(len(velocities), bool), 0, 0, 1, 0, increment_scale=DT)
+    chunk = ChunkRecord(0, "vlash", 0, 0, 0, 0, switch_step=0, switch_index=0, actions=velocities,
+                        final=np.ones(len(velocities), bool), increment_scale=DT)  # fmt: skip
     return chunk.future_state(0, delta, state)
 
 

@@ -120,9 +120,9 @@ class EpisodeRunner:
             if terminated or truncated:
                 break
         executor.finish()
-        trace.hold_steps, trace.missed_steps = safety.fallbacks, executor.counts["starved_steps"]  # fresh per episode
+        trace.hold_steps, trace.missed_steps = safety.fallbacks, executor.counts.missed_deadlines  # fresh per episode
         trace.switch_steps = sorted(r.switch_step for r in executor.records if r.switch_step is not None)
-        trace.requests = executor.counts["requests"]
+        trace.requests = executor.counts.requests
         return trace
 
     def _metadata(self, obs: dict) -> Metadata:

@@ -25,7 +25,7 @@ after `t` would carry moves toward targets that appear after `t` (on `whack`, wi
 which the image at `t` cannot show.
 
 Velocity actions (`SampleSpec.velocity_dt`: labels are joint velocities in rad/s, the state joint positions): the
-future state is what the robot's executor sends (robot_io.executors.RunningChunk.future_state), the state at `t`
+future state is what the robot's executor sends (robot_io.executors.ChunkRecord.future_state), the state at `t`
 plus dt times the sum of the velocities committed in between, `labels[t : t + delta]` (with plans `plans[t][:delta]`),
 not the recorded state at `t + delta` (that one holds the unmodelled load's drift, which the executor cannot know).
 Labels past the end are zero velocity (holding still), masked like the repeated last target of absolute actions.
@@ -144,7 +144,7 @@ def build_sample(episode: Episode, t: int, spec: SampleSpec, rng: np.random.Gene
 def future_state(state: np.ndarray, committed: np.ndarray, velocity_dt: float | None) -> np.ndarray:
     """The state the robot's executor sends after the `committed` actions [delta, J] ran from `state` [D]: in its
     first J entries (the joints) the last of them (absolute targets; `state` when there are none), or
-    `state + velocity_dt * sum(committed)` (velocities, summed as RunningChunk.future_state does); the entries after
+    `state + velocity_dt * sum(committed)` (velocities, summed as ChunkRecord.future_state does); the entries after
     them (the extras) as in `state`."""
     joints = committed.shape[1]
     out = np.array(state, dtype=np.float32)
