@@ -1,6 +1,6 @@
 """Build a dataclass from an untrusted mapping (a JSON manifest, a YAML profile) with one clear error, and read
-the one comment per field that documents it (`field_comments`: the help of the flags vlash.cli.config_flags
-generates from a config).
+the one comment per field that documents it (`field_comments`: the help of the flags vlash.cli.flags makes from a
+config).
 
 Unknown keys, missing required fields and constructor type errors all become `error(...)` naming the
 source, so every file format vlash reads fails the same way.

@@ -1,19 +1,23 @@
-"""Flags generated from a config dataclass (vlash.cli.config_flags): the field's name, type, default and comment
-make the flag; the config alone checks the value, and its error names the flag."""
+"""Flags of a config dataclass, parsed by tyro (vlash.cli.flags, vlash.cli.command): the field's name, type, default
+and comment make the flag; the config alone checks the value, and its error names the flag; a bad argument is one
+line."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pytest
 
-from vlash.cli.config_flags import ConfigFlags, add_renamed_flags, flag_message, given_dests
-from vlash.cli.help_format import CommandParser
+from vlash.cli.command import Command
+from vlash.cli.flags import ConfigFlags, field_type, flag_message, given_dests
 from vlash.dataclass_io import field_comments
 from vlash.errors import ConfigError
+
+if TYPE_CHECKING:  # a name only type checkers see: the annotation naming it is not resolved for another field
+    from vlash.sim.settings import SimSettings
 
 
 @dataclass
@@ -31,7 +35,10 @@ class Example:
     compile: bool = False  # torch.compile the forward
     relative: bool | None = None  # relative actions; None: decided by the actions
     name: str = field(default="a", metadata={"choices": ("a", "b")})  # fmt: skip
+    camera: tuple[str, ...] = field(default=(), metadata={"repeatable": True, "metavar": "A=B"})  # a camera map
+    graphs: str | None = field(default=None, metadata={"choices": ("chunk", "step"), "optional_value": "chunk"})
     no_comment: int = 1
+    settings: SimSettings | None = None  # not a flag: its type is only imported for type checkers
 
     def __post_init__(self) -> None:
         if self.max_batch < 1:
@@ -40,18 +47,12 @@ class Example:
             raise ValueError(f"Example.rate_hz must be > 0 (max_batch {self.max_batch}), got {self.rate_hz}")
 
 
-FLAGS = ConfigFlags(Example, "rate_hz max_batch mode delays out augment compile relative name no_comment")
-
-
-def parser() -> CommandParser:
-    made = CommandParser(prog="vlash example")
-    FLAGS.add_to(made)
-    add_renamed_flags(made, {"--fps": "--rate-hz"})
-    return made
+FLAGS = ConfigFlags(Example, "rate_hz max_batch mode delays out augment compile relative name camera graphs no_comment")
+COMMAND = Command("example", "an example", "An example command.", (FLAGS,), {"--fps": "--rate-hz"})
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    return parser().parse_args(list(argv))
+    return COMMAND.parse(list(argv))
 
 
 def test_the_comments_of_the_fields_are_read_from_the_source():
@@ -62,14 +63,20 @@ def test_the_comments_of_the_fields_are_read_from_the_source():
     assert "section header" not in " ".join(comments.values())
 
 
+def test_a_field_type_is_resolved_alone():
+    assert field_type(Example, "delays") == tuple[int, ...] and field_type(Example, "out") == Path | None
+
+
 def test_a_flag_is_named_typed_and_defaulted_by_its_field():
     args = parse()
     assert (args.rate_hz, args.max_batch, args.mode, args.delays, args.out) == (30.0, 8, "fast", (0, 2, 4), None)
-    assert (args.augment, args.compile, args.relative) == (True, False, None)
-    args = parse("--rate-hz", "50", "--delays", "1,3", "--out", "x.json", "--no-augment", "--compile", "--relative")
+    assert (args.augment, args.compile, args.relative, args.camera, args.graphs) == (True, False, None, (), None)
+    args = parse("--rate-hz", "50", "--delays", "1,3", "--out", "x.json", "--no-augment", "--compile", "--relative",
+                 "--camera", "a=b", "--camera=c=d", "--graphs")  # fmt: skip
     assert (args.rate_hz, args.delays, args.out, args.augment, args.compile, args.relative) == (
         50.0, (1, 3), Path("x.json"), False, True, True)  # fmt: skip
-    assert parse("--no-relative").relative is False
+    assert args.camera == ("a=b", "c=d") and args.graphs == "chunk"  # the bare flag's value
+    assert parse("--no-relative").relative is False and parse("--graphs", "step").graphs == "step"
 
 
 def test_given_lists_only_the_flags_on_the_command_line():
@@ -80,36 +87,58 @@ def test_given_lists_only_the_flags_on_the_command_line():
     assert FLAGS.build(parse(), rate_hz=10.0).rate_hz == 10.0  # what the command sets itself
 
 
-def test_the_flag_checks_only_the_type_and_the_config_the_value(capsys):
-    args = parse("--mode", "warp", "--max-batch", "0")  # neither is refused by the parser
-    assert (args.mode, args.max_batch) == ("warp", 0)
+def one_line_error(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exited:
+        parse(*argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and err.startswith("vlash example: error: "), err
+    assert err.rstrip().endswith("(`vlash example --help` lists the options)"), err
+    return err
+
+
+def test_the_flag_checks_the_type_and_the_choices_and_the_config_the_value(capsys):
+    args = parse("--max-batch", "0")  # not refused by the parser
     with pytest.raises(ConfigError, match=r"^--max-batch must be >= 1, got 0$"):
         FLAGS.build(args)
     with pytest.raises(ConfigError, match=r"^--rate-hz must be > 0 \(--max-batch 8\), got -1.0$"):
         FLAGS.build(parse("--rate-hz", "-1"))  # robot_io's ValueError, its Class.field and a field in the text
-    with pytest.raises(SystemExit):
-        parse("--max-batch", "many")
-    assert "argument --max-batch: invalid int value: 'many'" in capsys.readouterr().err
-
-
-def test_help_is_the_comment_with_the_default_and_the_choices():
-    made = CommandParser(prog="vlash example")
-    ConfigFlags(Example, "rate_hz max_batch mode name augment", notes={"rate_hz": "(at most {default} here)"}).add_to(
-        made
+    assert "argument --max-batch: invalid int value: 'many'" in one_line_error(["--max-batch", "many"], capsys)
+    assert "argument --mode: invalid choice: 'warp' (choose from 'fast', 'slow')" in one_line_error(
+        ["--mode", "warp"], capsys
     )
-    text = " ".join(made.format_help().split())
-    assert "--rate-hz HZ control rate (at most 30.0 here) (default: 30.0)" in text
+    assert "unrecognized arguments: --bogus 1" in one_line_error(["--bogus", "1"], capsys)
+    assert "expected comma-separated int values, got 'a,b'" in one_line_error(["--delays", "a,b"], capsys)
+
+
+def test_help_is_the_comment_with_the_default_and_the_choices(capsys):
+    with pytest.raises(SystemExit):
+        parse("--help")
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "--rate-hz HZ control rate (default: 30.0)" in text
     assert "--max-batch N the largest batch; 1: one at a time (default: 8)" in text
     assert "--mode {fast,slow} how to run (default: fast)" in text and "--name {a,b}" in text
     assert "--no-augment turn off: future-state offsets (default: on)" in text
+    assert "--delays A,B,... inference delays d (default: 0,2,4)" in text
+    assert "--camera A=B a camera map (repeatable)" in text  # not "(default: )"
+    assert "(default: None)" not in text and "(default: False)" not in text and "(default: )" not in text
 
 
 def test_an_old_spelling_is_refused_naming_the_new_one(capsys):
-    with pytest.raises(SystemExit) as exited:
-        parse("--fps", "30")
-    err = capsys.readouterr().err
-    assert exited.value.code == 2 and err.startswith("vlash example: error: --fps is now --rate-hz"), err
-    assert "--fps" not in parser().format_help()  # not an option any more
+    assert "error: --fps is now --rate-hz" in one_line_error(["--fps", "30"], capsys)
+    with pytest.raises(SystemExit):
+        parse("--help")
+    assert "--fps" not in capsys.readouterr().out  # not an option any more
+
+
+def test_flags_that_exclude_each_other(capsys):
+    command = Command("example", "", "", (FLAGS,), exclusive=(("out", "name"),), required_one_of=(("out", "name"),))
+    with pytest.raises(SystemExit):
+        command.parse(["--out", "x", "--name", "b"])
+    assert "argument --name: not allowed with argument --out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        command.parse([])
+    assert "one of the arguments --out --name is required" in capsys.readouterr().err
+    assert command.parse(["--name", "b"]).name == "b"
 
 
 def test_messages_name_flags_only_where_they_name_fields():
@@ -124,7 +153,7 @@ def test_a_field_no_flag_can_give_is_a_programming_error():
     class Odd:
         mapping: dict[str, int] = field(default_factory=dict)  # not a flag
 
-    with pytest.raises(TypeError, match="Odd.mapping: no command-line flag reads"):
-        ConfigFlags(Odd, "mapping").add_to(argparse.ArgumentParser())
+    with pytest.raises(TypeError, match="mapping: no command-line flag reads"):
+        ConfigFlags(Odd, "mapping", title="odd").section("odd")
     with pytest.raises(TypeError, match="no fields"):
         ConfigFlags(Odd, "nope")

@@ -10,18 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from vlash.cli.config_flags import RenamedFlag
-from vlash.cli.main import COMMANDS, command_parser, parse_args
+from vlash.cli.main import COMMANDS, command_of, parse_args
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def own_parser(name: str):
-    return command_parser(name)._subparsers._group_actions[0].choices[name]
-
-
-RENAMED = [(name, action.option_strings[0], action.new) for name in sorted(COMMANDS)
-           for action in own_parser(name)._actions if isinstance(action, RenamedFlag)]  # fmt: skip
+RENAMED = [(name, old, new) for name in sorted(COMMANDS) for old, new in command_of(name).renamed.items()]
 
 
 @pytest.fixture(autouse=True)
@@ -31,8 +23,7 @@ def keep_the_thread_wait_policy(monkeypatch):
 
 def options(name: str) -> set[str]:
     """The options `vlash NAME --help` lists."""
-    return {flag for action in own_parser(name)._actions if not isinstance(action, RenamedFlag)
-            for flag in action.option_strings}  # fmt: skip
+    return set(command_of(name).spellings())
 
 
 @pytest.mark.parametrize(("name", "old", "new"), RENAMED)

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from tests.import_guard import BLOCK_HEAVY_IMPORTS
-from vlash.cli.main import COMMANDS, command_parser
+from vlash.cli.main import COMMANDS, command_of
 
 BLOCKED = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
     """
@@ -55,6 +55,5 @@ def test_top_level_help_lists_every_command_without_importing_one():
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_table_help_matches_the_commands_own_parser(name):
-    parser = command_parser(name)
-    choices = parser._subparsers._group_actions[0]._choices_actions
-    assert [(a.dest, a.help) for a in choices] == [(name, COMMANDS[name][1])]
+    command = command_of(name)
+    assert (command.name, command.help) == (name, COMMANDS[name][1])

@@ -130,6 +130,7 @@ def test_the_robot_side_installs_without_torch_and_its_tests_pass(robot_env):
     python, cwd = robot_env
     for heavy in ("torch", "safetensors", "tokenizers", "gymnasium", "cv2", "rich"):
         assert not _importable(python, heavy, cwd), f"{heavy} came with `pip install vlash`"
+    assert _importable(python, "tyro", cwd)  # the command line's parser: a base dependency (vlash.cli.flags)
     walk = "import importlib, pkgutil, robot_io; print(robot_io.__file__)\n" + (
         "[importlib.import_module(m.name) for m in pkgutil.walk_packages(robot_io.__path__, 'robot_io.')]"
     )  # every robot_io module imports from the wheel (not this checkout): the simulator is vlash.sim

@@ -113,7 +113,6 @@ def test_watchdog_holds_the_last_command_in_the_tick_the_chunk_runs_out():
 BLOCKED_RUN = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
     """
     HEAVY = (*HEAVY, "rich")  # the robot-side install has no rich either
-    import argparse
     import numpy as np
     from robot_io.protocol import CameraSpec, Metadata
     from tests.fakes import LoopbackPolicyServer
@@ -123,10 +122,8 @@ BLOCKED_RUN = BLOCK_HEAVY_IMPORTS + textwrap.dedent(
     meta = Metadata("hold", cams, 2, 2, 20, 30.0, "fp32", "loopback", 1, "constant", False)
     plan = lambda infer: np.tile(infer.state if infer.future_state is None else infer.future_state, (20, 1))
     with LoopbackPolicyServer("tcp://127.0.0.1:*", plan, meta) as server:
-        parser = argparse.ArgumentParser()
-        run_cmd.add_parser(parser.add_subparsers())
-        args = parser.parse_args(["run", "--server", server.endpoint, "--robot", "sim:reach", "--duration-s", "1",
-                                  "--mode", "vlash", "--timeout", "5"])
+        args = run_cmd.COMMAND.parse(["--server", server.endpoint, "--robot", "sim:reach", "--duration-s", "1",
+                                      "--mode", "vlash", "--timeout", "5"])
         rc = run_cmd.run(args)
         assert server.served >= 2, server.served
     assert rc == 0

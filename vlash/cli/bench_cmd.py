@@ -6,13 +6,13 @@ beside each measurement.
 h100, jetson-orin, jetson-thor, ..., or `jetson` to detect Orin / Thor); a profile sets the default engine,
 precision, threads and CUDA graphs, and the floor. `--compile` / `--cuda-graphs` without `--engine` mean the torch
 engine (they apply to no other). On a CPU the floor comes from this host's measured fp32 GEMM rate and copy
-bandwidth (vlash.devices.host_rates, cached), not from the profile's figures (`--profile-rates`: those)."""
+bandwidth (measured once, cached), not from the profile's figures (`--profile-rates`: those)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,12 +20,13 @@ from rich.console import Console
 from rich.table import Table
 
 from vlash.bench_settings import BenchSettings
-from vlash.cli.config_flags import ConfigFlags
+from vlash.cli.command import Command
 from vlash.cli.cpu_threads import RULE, server_threads
-from vlash.cli.engine_args import add_torch_engine_arguments, torch_engine_options
-from vlash.cli.policy_args import add_policy_arguments
+from vlash.cli.engine_args import torch_engine_flags, torch_engine_options
+from vlash.cli.flags import ConfigFlags
+from vlash.cli.policy_args import policy_flags
 from vlash.cli.preflight import positive_int
-from vlash.devices import DeviceProfile, is_profile_name, load_profile
+from vlash.devices import DeviceProfile, available_profiles, is_profile_name, load_profile
 from vlash.engines import available_engines
 from vlash.engines.artifact import ArtifactManifest
 from vlash.errors import ConfigError
@@ -40,48 +41,55 @@ if TYPE_CHECKING:
     from vlash.bench import BenchReport
 
 ACCEPTED = {PolicyKind.PRESET: "random weights", PolicyKind.ARTIFACT: "the same as --artifact"}
-# What is timed: flags generated from BenchSettings (vlash.cli.config_flags)
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Where and how the policy runs."""
+
+    # time an exported artifact (its policy, engine and precision are the defaults); default: random weights
+    artifact: Path | None = None
+    device: str = "auto"  # cpu, cuda, cuda:N, auto, or a device profile (configs/devices/; jetson: the Jetson this is)
+    # default: the profile's, else torch
+    engine: str | None = field(default=None, metadata={"choices": tuple(available_engines())})
+    # default: the profile's, else bf16 on cuda, fp32 on cpu
+    dtype: str | None = field(
+        default=None, metadata={"choices": tuple(sorted(DTYPE_NAMES)), "flag": "--precision", "aliases": ("--dtype",)}
+    )
+    # number of cameras (default: the policy's)
+    cameras: int | None = field(default=None, metadata={"parse": positive_int})
+    threads: int | None = field(default=None, metadata={"parse": positive_int})  # CPU threads for torch and onnxruntime
+    # CPU floor from the device profile's figures (default: this host's measured GEMM rate and bandwidth)
+    profile_rates: bool = False
+    remeasure: bool = False  # measure this host's rates again (replaces the cache)
+    json: bool = False  # print the report as JSON
+    allow_failed_gate: bool = False  # time a quantized artifact whose fidelity check (vlash quantize --check) failed
+
+
+# What is timed: flags of BenchSettings (vlash.cli.flags)
 BENCH_FLAGS = ConfigFlags(
-    BenchSettings, "schedule steps iters warmup batch", notes={"steps": "(default: the policy's, 10 for pi05)"}
+    BenchSettings,
+    "schedule steps iters warmup batch",
+    title="what is timed",
+    notes={"steps": "(default: the policy's, 10 for pi05)"},
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="time prefill, denoise step, time to first action and full chunk")
-    add_policy_arguments(p, f"what to time ({', '.join(available_presets())})", ACCEPTED, required=False)
-    BENCH_FLAGS.add_to(p)
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, auto, or a device profile / jetson")
-    p.add_argument("--engine", choices=available_engines(), default=None, help="default: the profile's, else torch")
-    p.add_argument(
-        "--precision",
-        "--dtype",
-        dest="dtype",
-        choices=sorted(DTYPE_NAMES),
-        default=None,
-        help="default: the profile's, else bf16 on cuda, fp32 on cpu",
-    )
-    p.add_argument(
-        "--artifact",
-        type=Path,
-        default=None,
-        help="time an exported artifact (its policy, engine and precision are the defaults); default: random weights",
-    )
-    p.add_argument("--cameras", type=positive_int, default=None, help="number of cameras (default: the policy's)")
-    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for torch and onnxruntime "
-                   f"(default: the device profile's, else {RULE}: timings that hold up beside other work)")  # fmt: skip
-    add_torch_engine_arguments(p)
-    p.add_argument(
-        "--profile-rates",
-        action="store_true",
-        help="CPU floor from the device profile's figures (default: this host's measured GEMM rate and bandwidth)",
-    )
-    p.add_argument("--remeasure", action="store_true", help="measure this host's rates again (replaces the cache)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument(
-        "--allow-failed-gate",
-        action="store_true",
-        help="time a quantized artifact whose fidelity check (vlash quantize --check) failed",
-    )
+OPTIONS = ConfigFlags(
+    BenchOptions,
+    "artifact device engine dtype cameras threads json",
+    title="where it runs",
+    notes={
+        "device": f"({', '.join(available_profiles())})",
+        "threads": f"(default: the device profile's, else {RULE}: timings that hold up beside other work)",
+    },
+    advanced="profile_rates remeasure allow_failed_gate",
+)
+COMMAND = Command(
+    "bench",
+    "time prefill, denoise step, time to first action and full chunk",
+    __doc__.split("\n\n", 1)[1].replace("\n", " "),
+    (policy_flags(f"what to time ({', '.join(available_presets())})", ACCEPTED, required=False, title="what is timed"),
+     BENCH_FLAGS, OPTIONS, torch_engine_flags()),
+)  # fmt: skip
 
 
 def _source(args: argparse.Namespace) -> tuple[PolicySource | None, Path | None]:

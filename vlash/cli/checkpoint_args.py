@@ -4,8 +4,10 @@ their files checked before anything heavy is imported."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from vlash.cli.flags import ConfigFlags
 from vlash.errors import ConfigError
 from vlash.policies.formats.layouts import missing_tokenizer
 from vlash.policies.names.hub import (
@@ -22,34 +24,29 @@ from vlash.policies.names.source import looks_like_path
 from vlash.policies.processing.tokenizer_files import SENTENCEPIECE_MODEL, TOKENIZER_JSON
 
 
-def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("LeRobot / openpi checkpoints (what their directories do not store)")
-    group.add_argument(
-        "--tokenizer",
-        type=Path,
-        default=None,
-        help="PaliGemma's tokenizer.model / tokenizer.json (or its folder, or a Hugging Face repo id such as "
-        f"{PALIGEMMA_TOKENIZER}); LeRobot < 0.6.2 and openpi ship none: without it, {PALIGEMMA_TOKENIZER} from the "
-        "Hugging Face cache (or downloaded)",
-    )
-    group.add_argument(
-        "--model-config",
-        default=None,
-        metavar="PRESET|YAML",
-        help="the model's shapes when not pi0.5's full size (e.g. pi05-tiny for test checkpoints)",
-    )
-    group.add_argument("--asset-id", default=None, help="openpi: assets/<ID>/norm_stats.json to use (if several)")
-    group.add_argument(
-        "--no-state-in-prompt",
-        action="store_true",
-        help="openpi: the prompt carries no state (configs with discrete_state_input=False, e.g. pi05_libero)",
-    )
-    group.add_argument(
-        "--relative-mask",
-        default=None,
-        metavar="0,1,...",
-        help="openpi: DeltaActions per action dim, 1 = relative to the state (pi05_aloha: 1,1,1,1,1,1,0,1,1,1,1,1,1,0)",
-    )
+@dataclass(frozen=True)
+class CheckpointFileOptions:
+    """What LeRobot and openpi checkpoint directories do not store."""
+
+    # PaliGemma's tokenizer.model / tokenizer.json (or its folder, or a Hugging Face repo id); LeRobot < 0.6.2 and
+    # openpi ship none: without it, pi0.5's from the Hugging Face cache (or downloaded)
+    tokenizer: Path | None = None
+    # the model's shapes when not pi0.5's full size (e.g. pi05-tiny for test checkpoints)
+    model_config: str | None = field(default=None, metadata={"metavar": "PRESET|YAML"})
+    asset_id: str | None = field(default=None, metadata={"metavar": "ID"})  # openpi: assets/ID/norm_stats.json to use
+    # openpi: the prompt carries no state (configs with discrete_state_input=False, e.g. pi05_libero)
+    no_state_in_prompt: bool = False
+    # openpi: DeltaActions per action dim, 1 = relative to the state (pi05_aloha: 1,1,1,1,1,1,0,1,1,1,1,1,1,0)
+    relative_mask: str | None = field(default=None, metadata={"metavar": "0,1,..."})
+
+
+CHECKPOINT_FLAGS = ConfigFlags(
+    CheckpointFileOptions,
+    "tokenizer model_config asset_id no_state_in_prompt relative_mask",
+    title="LeRobot / openpi checkpoints",
+    notes={"tokenizer": f"({PALIGEMMA_TOKENIZER})"},
+    late=True,
+)
 
 
 def parse_mask(text: str | None) -> tuple[bool, ...] | None:

@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from vlash.cli.checkpoint_args import add_checkpoint_options, check_checkpoint_files, checkpoint_options
-from vlash.cli.preflight import add_overwrite_argument, check_output_dir, positive_int
+from vlash.cli.checkpoint_args import CHECKPOINT_FLAGS, check_checkpoint_files, checkpoint_options
+from vlash.cli.command import Command
+from vlash.cli.flags import ConfigFlags
+from vlash.cli.preflight import check_output_dir, overwrite_flags, positive_int
 from vlash.errors import ConfigError
 from vlash.output_kinds import OutputKind
 from vlash.policies.formats.layouts import checkpoint_dirs, detect_layout
@@ -27,19 +30,28 @@ HELP = "convert a LeRobot or openpi (PyTorch or JAX) checkpoint into a vlash pol
 SOURCES = ("lerobot", "openpi", "openpi-jax")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help=HELP)
-    p.add_argument("--from", dest="source_kind", choices=SOURCES, required=True, help="the source's layout")
-    p.add_argument("source", type=Path, help="checkpoint directory (openpi-jax: the root holding params/ and assets/)")
-    p.add_argument("--out", type=Path, required=True, help="vlash policy directory to write (new or empty; atomically)")
-    add_overwrite_argument(p, OutputKind.POLICY)
-    p.add_argument(
-        "--action-horizon",
-        type=positive_int,
-        default=None,
-        help="openpi-jax: the chunk length the checkpoint was trained with (pi05_droid 15, pi05_libero 10; default 50)",
-    )
-    add_checkpoint_options(p)
+@dataclass(frozen=True)
+class ConvertOptions:
+    """The checkpoint to convert, and where to."""
+
+    source_kind: str = field(metadata={"flag": "--from", "choices": SOURCES})  # the source's layout
+    # checkpoint directory (openpi-jax: the root holding params/ and assets/)
+    source: Path = field(metadata={"positional": True, "metavar": "SOURCE"})
+    out: Path  # vlash policy directory to write (new or empty; atomically)
+    # openpi-jax: the chunk length the checkpoint was trained with (pi05_droid 15, pi05_libero 10; default 50)
+    action_horizon: int | None = field(default=None, metadata={"parse": positive_int})
+
+
+COMMAND = Command(
+    "convert",
+    HELP,
+    "Convert a LeRobot or openpi checkpoint into a vlash policy directory, which loads without any of these options.",
+    (
+        ConfigFlags(ConvertOptions, title="conversion"),
+        overwrite_flags(OutputKind.POLICY, title="conversion"),
+        CHECKPOINT_FLAGS,
+    ),
+)
 
 
 def _stages(start: float):

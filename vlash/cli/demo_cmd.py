@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -23,8 +24,9 @@ from robot_io.host_load import HostLoad
 from robot_io.protocol.errors import RobotIOError
 from robot_io.rerun_trace import RerunError, RerunRecording
 from robot_io.run_summary import ROWS_NOTE
-from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
+from vlash.cli.command import Command
 from vlash.cli.cpu_threads import server_threads
+from vlash.cli.flags import ConfigFlags
 from vlash.cli.preflight import check_output_file
 from vlash.cli.run_cmd import status_line
 from vlash.demo.plot import plot_demo, written_by_demo
@@ -39,34 +41,52 @@ SHIPPED = "pi05-tiny-sim"
 COMPARED_MODES = ("sync", "vlash", "faster")
 
 
-DEMO_FLAGS = ConfigFlags(DemoConfig, "task seed rate_hz duration_s execution_horizon")  # vlash.cli.config_flags
-SERVER_FLAGS = ConfigFlags(ServerConfig, "inject_latency_ms steps")  # passed on to the `vlash serve` it starts
+@dataclass(frozen=True)
+class DemoOptions:
+    """The policy served, and what the demo writes."""
+
+    policy: str | None = None  # (its help: DEMO_OPTIONS)
+    checkpoint: Path | None = field(default=None, metadata={"metavar": "DIR"})  # policy directory
+    random_weights: bool = False  # --policy names a preset: random weights
+    modes: str | None = None  # comma-separated execution modes
+    threads: int | None = None  # server torch threads (default: all cores but one)
+    device: str = "cpu"  # server device (cpu, cuda, auto)
+    # PNG to write (a file there is replaced only if vlash demo wrote it)
+    plot: Path = field(default=Path("demo.png"), metadata={"metavar": "FILE.png"})
+    # also write a rerun recording, each mode under its name (`rerun FILE.rrd` replays it; the [viz] extra)
+    record: Path | None = field(default=None, metadata={"metavar": "FILE.rrd"})
+
+
+DEMO_OPTIONS = ConfigFlags(
+    DemoOptions,
+    "policy checkpoint random_weights modes",
+    title="the demo",
+    help={"policy": f"shipped policy name (default {SHIPPED}), or a preset with --random-weights"},
+    notes={
+        "modes": f"({', '.join(EXECUTION_MODES)}); default: vlash, or {','.join(COMPARED_MODES)} with "
+        "--inject-latency-ms"
+    },  # fmt: skip
+)
+DEMO_FLAGS = ConfigFlags(DemoConfig, "task seed rate_hz duration_s execution_horizon", title="the demo")
+SERVER_FLAGS = ConfigFlags(ServerConfig, "inject_latency_ms steps", title="the server")  # passed on to `vlash serve`
+SERVER_OPTIONS = ConfigFlags(DemoOptions, "device threads", title="the server")
+OUTPUT_FLAGS = ConfigFlags(DemoOptions, "plot record", title="outputs")
 RENAMED = {
     "--fps": "--rate-hz",
     "--duration": "--duration-s",
     "--horizon": "--execution-horizon",
     "--inject-latency": "--inject-latency-ms",
 }
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="serve the shipped policy and drive the simulated arm through it, with a plot")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--policy", default=None, help=f"shipped policy name (default {SHIPPED}), or a preset with "
-                     "--random-weights")  # fmt: skip
-    src.add_argument("--checkpoint", type=Path, default=None, help="policy directory")
-    p.add_argument("--random-weights", action="store_true", help="--policy names a preset: random weights")
-    DEMO_FLAGS.add_to(p)
-    p.add_argument("--modes", default=None, help=f"comma-separated modes ({', '.join(EXECUTION_MODES)}); default: "
-                   f"vlash, or {','.join(COMPARED_MODES)} with --inject-latency-ms")  # fmt: skip
-    p.add_argument("--threads", type=int, default=None, help="server torch threads (default: all cores but one)")
-    SERVER_FLAGS.add_to(p)
-    p.add_argument("--device", default="cpu", help="server device (cpu, cuda, auto)")
-    p.add_argument("--plot", type=Path, default=Path("demo.png"), help="PNG to write (a file there is "
-                   "replaced only if vlash demo wrote it)")  # fmt: skip
-    p.add_argument("--record", type=Path, default=None, metavar="FILE.rrd", help="also write a rerun recording, "
-                   "each mode under its name (`rerun FILE.rrd` replays it; the [viz] extra)")  # fmt: skip
-    add_renamed_flags(p, RENAMED)
+COMMAND = Command(
+    "demo",
+    "serve the shipped policy and drive the simulated arm through it, with a plot",
+    "Serve the shipped simulation policy in a child process and drive the simulated arm through it over ZeroMQ; "
+    "print a summary (the rows of `vlash run`'s) and write a plot. --inject-latency-ms compares execution modes "
+    "under a slower server.",
+    (DEMO_OPTIONS, DEMO_FLAGS, SERVER_FLAGS, SERVER_OPTIONS, OUTPUT_FLAGS),
+    RENAMED,
+    exclusive=(("policy", "checkpoint"),),
+)
 
 
 def parse_modes(args: argparse.Namespace) -> list[str]:

@@ -4,8 +4,10 @@ anything loads."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from vlash.cli.flags import ConfigFlags
 from vlash.engines.registry import COMPILE_MODES, GRAPHS
 from vlash.errors import ConfigError
 
@@ -15,23 +17,21 @@ if TYPE_CHECKING:
     from vlash.devices import DeviceProfile
 
 
-def add_torch_engine_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--compile",
-        default=None,
-        choices=COMPILE_MODES,
-        help="torch.compile the prefill and the denoise steps (torch engine; reduce-overhead captures CUDA graphs)",
-    )
-    parser.add_argument(
-        "--cuda-graphs",
-        nargs="?",
-        const="chunk",
-        default=None,
-        choices=GRAPHS,
-        help="torch engine on a GPU: run the prefill and the denoise steps as captured CUDA graphs, all the steps "
-        "between two streamed pieces in one (chunk, the default) or one per step (step); default: the device "
-        "profile's",
-    )
+@dataclass(frozen=True)
+class TorchEngineOptions:
+    """The torch engine's compilation."""
+
+    # torch.compile the prefill and the denoise steps (torch engine; reduce-overhead captures CUDA graphs)
+    compile: str | None = field(default=None, metadata={"choices": COMPILE_MODES})
+    # torch engine on a GPU: run the prefill and the denoise steps as captured CUDA graphs, all the steps between two
+    # streamed pieces in one (chunk, the bare flag's) or one per step (step); default: the device profile's
+    cuda_graphs: str | None = field(default=None, metadata={"choices": GRAPHS, "optional_value": "chunk"})
+
+
+def torch_engine_flags(advanced: bool = True) -> ConfigFlags:
+    """--compile and --cuda-graphs (under the command's advanced heading unless told)."""
+    names = "compile cuda_graphs"
+    return ConfigFlags(TorchEngineOptions, () if advanced else names, advanced=names if advanced else ())
 
 
 def torch_engine_options(

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
 from robot_io.executors import EXECUTION_MODES, ExecutorConfig
 from robot_io.rerun_trace import RerunError, check_rerun
-from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
-from vlash.cli.policy_args import add_policy_arguments, policy_source
+from vlash.cli.command import Command
+from vlash.cli.flags import ConfigFlags
+from vlash.cli.policy_args import policy_flags, policy_source
 from vlash.cli.preflight import check_output_file
-from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
+from vlash.cli.sim_args import load_sim_arguments, sim_flags
 from vlash.errors import ConfigError
 from vlash.eval.link import LinkTiming
 from vlash.eval.recorded import record_episodes
@@ -28,45 +30,66 @@ ACCEPTED = {
 }
 
 
-# The sweep's settings: flags generated from SweepConfig, ExecutorConfig and LinkTiming (vlash.cli.config_flags)
+@dataclass(frozen=True)
+class EvalOptions:
+    """The seeds, and what to write."""
+
+    split: str = field(default="dev", metadata={"choices": tuple(SEED_SPLITS)})  # seed range
+    json: Path | None = None  # write the summary and per-episode metrics here
+    plot: Path | None = None  # write a PNG (success vs delay; reaction latency)
+    # write the first --record-episodes episodes of every cell to a rerun recording, as `vlash run --record` logs a
+    # robot (`rerun FILE.rrd` replays them; the [viz] extra)
+    record: Path | None = field(default=None, metadata={"metavar": "FILE.rrd"})
+    # episodes per cell --record writes (the cell's first seeds; run again after the sweep, deterministic)
+    record_episodes: int = 1
+
+
+# The sweep's settings: flags of SweepConfig, ExecutorConfig and LinkTiming (vlash.cli.flags)
 SWEEP_FLAGS = ConfigFlags(
     SweepConfig,
     "task modes delays episodes seed workers",
+    title="the sweep",
     notes={"modes": f"(from {','.join(EXECUTION_MODES)})", "seed": "(default: the first of --split)"},
+)
+SPLIT_FLAGS = ConfigFlags(
+    EvalOptions,
+    "split",
+    title="the sweep",
+    help={
+        "split": f"seed range: dev (tuning, from {SEED_SPLITS['dev']}) or report (published results, from "
+        f"{SEED_SPLITS['report']})"
+    },  # fmt: skip
 )
 EXECUTOR_FLAGS = ConfigFlags(
     ExecutorConfig,
-    "execution_horizon action_stride state_source ensemble_every",
+    "execution_horizon action_stride",
+    title="execution",
     notes={"execution_horizon": "(faster may go below d: its sampler stops early)"},
+    advanced="state_source ensemble_every",
 )
-LINK_FLAGS = ConfigFlags(LinkTiming, "prefill_share")
-TABLE_FLAGS = ConfigFlags(TableConfig, "wide", notes={"wide": "(--json keeps every number either way)"})
+LINK_FLAGS = ConfigFlags(LinkTiming, (), advanced="prefill_share")
+OUTPUT_FLAGS = ConfigFlags(EvalOptions, "json plot record record_episodes", title="outputs")
+TABLE_FLAGS = ConfigFlags(
+    TableConfig, "wide", title="outputs", notes={"wide": "(--json keeps every number either way)"}
+)
 RENAMED = {"--quantization": "--action-stride"}  # q is a stride, not weight quantization (`vlash quantize`)
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("eval", help="simulated success / reaction / smoothness vs inference delay per mode")
-    add_sim_arguments(p, "to evaluate in")
-    add_policy_arguments(p, "the policy to evaluate", ACCEPTED)
-    SWEEP_FLAGS.add_to(p)
-    EXECUTOR_FLAGS.add_to(p)
-    LINK_FLAGS.add_to(p)
-    TABLE_FLAGS.add_to(p)
-    add_renamed_flags(p, RENAMED)
-    p.add_argument(
-        "--split",
-        default="dev",
-        choices=tuple(SEED_SPLITS),
-        help=f"seed range: dev (tuning, from {SEED_SPLITS['dev']}) or report (published results, from "
-        f"{SEED_SPLITS['report']})",
-    )
-    p.add_argument("--json", type=Path, default=None, help="write the summary and per-episode metrics here")
-    p.add_argument("--plot", type=Path, default=None, help="write a PNG (success vs delay; reaction latency)")
-    p.add_argument("--record", type=Path, default=None, metavar="FILE.rrd", help="write the first "
-                   "--record-episodes episodes of every cell to a rerun recording, as `vlash run --record` logs a "
-                   "robot (`rerun FILE.rrd` replays them; the [viz] extra)")  # fmt: skip
-    p.add_argument("--record-episodes", type=int, default=1, metavar="N", help="episodes per cell --record "
-                   "writes (the cell's first seeds; run again after the sweep, deterministic)")  # fmt: skip
+COMMAND = Command(
+    "eval",
+    "simulated success / reaction / smoothness vs inference delay per mode",
+    "Evaluate a policy (or the scripted expert) in the simulator: success, reaction and smoothness against the "
+    "inference delay, per execution mode (docs/METHODS.md defines every column).",
+    (
+        policy_flags("the policy to evaluate", ACCEPTED, title="the sweep"),
+        SWEEP_FLAGS,
+        SPLIT_FLAGS,
+        EXECUTOR_FLAGS,
+        LINK_FLAGS,
+        OUTPUT_FLAGS,
+        TABLE_FLAGS,
+        sim_flags("the simulator"),
+    ),
+    RENAMED,
+)
 
 
 def sweep_config(args: argparse.Namespace) -> SweepConfig:

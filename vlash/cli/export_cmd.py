@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from vlash.cli.policy_args import add_policy_arguments, policy_source
-from vlash.cli.preflight import add_overwrite_argument, check_output_dir, positive_int
+from vlash.cli.command import Command
+from vlash.cli.flags import ConfigFlags
+from vlash.cli.policy_args import POLICY_OR_CHECKPOINT, policy_flags, policy_source
+from vlash.cli.preflight import check_output_dir, overwrite_flags, positive_int
 from vlash.errors import ConfigError
 from vlash.output_kinds import OutputKind
 from vlash.policies.names.source import PolicyKind, PolicySource
@@ -16,14 +19,28 @@ HELP = "export a policy to an engine artifact (ONNX Runtime graphs, TensorRT eng
 ACCEPTED = {PolicyKind.SHIPPED: "", PolicyKind.DIRECTORY: "vlash layout", PolicyKind.PRESET: "with --random-weights"}
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help=HELP)
-    add_policy_arguments(p, "the policy to export", ACCEPTED, checkpoint=True, random_weights=True)
-    p.add_argument("--engine", choices=("onnxruntime", "tensorrt"), default="onnxruntime")
-    p.add_argument("--precision", default="fp32", help="onnxruntime: fp32 or fp16; tensorrt: what its builder takes")
-    p.add_argument("--batch", type=positive_int, default=1, help="static batch size of the graphs")
-    p.add_argument("--out", type=Path, required=True, help="artifact directory (new or empty; written atomically)")
-    add_overwrite_argument(p, OutputKind.ENGINE_ARTIFACT)
+@dataclass(frozen=True)
+class ExportOptions:
+    """The artifact to write."""
+
+    out: Path  # artifact directory (new or empty; written atomically)
+    engine: str = field(default="onnxruntime", metadata={"choices": ("onnxruntime", "tensorrt")})  # its engine
+    precision: str = "fp32"  # onnxruntime: fp32 or fp16; tensorrt: what its builder takes
+    batch: int = field(default=1, metadata={"parse": positive_int})  # static batch size of the graphs
+
+
+COMMAND = Command(
+    "export",
+    HELP,
+    "Export a policy to an engine artifact that `vlash serve --engine` and `vlash bench --artifact` load.",
+    (
+        policy_flags("the policy to export", ACCEPTED, checkpoint=True, random_weights=True),
+        ConfigFlags(ExportOptions, title="artifact"),
+        overwrite_flags(OutputKind.ENGINE_ARTIFACT, title="artifact"),
+    ),
+    exclusive=POLICY_OR_CHECKPOINT,
+    required_one_of=POLICY_OR_CHECKPOINT,
+)
 
 
 def export_source(args: argparse.Namespace) -> PolicySource:

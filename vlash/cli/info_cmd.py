@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-from vlash.cli.policy_args import add_policy_arguments, policy_source
+from vlash.cli.command import Command
+from vlash.cli.flags import ConfigFlags
+from vlash.cli.policy_args import policy_flags, policy_source
 from vlash.policies.names.source import PolicyKind
 from vlash.policies.pi05 import Pi05Config
 
@@ -34,10 +37,19 @@ COMPONENTS = {  # label -> parameter-name prefixes
 }
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="show a policy's configuration and parameter counts")
-    add_policy_arguments(p, "the policy whose configuration to show", ACCEPTED)
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+@dataclass(frozen=True)
+class InfoOptions:
+    """How to show it."""
+
+    json: bool = False  # print JSON instead of a table
+
+
+COMMAND = Command(
+    "info",
+    "show a policy's configuration and parameter counts",
+    "Show a policy's configuration and parameter counts per component (no weights are read).",
+    (policy_flags("the policy whose configuration to show", ACCEPTED), ConfigFlags(InfoOptions, title="output")),
+)
 
 
 def parameter_counts(model: Pi05Model) -> dict[str, int]:

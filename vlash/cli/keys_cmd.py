@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from robot_io.protocol.curve import generate_keypair
+from vlash.cli.command import Command
+from vlash.cli.flags import ConfigFlags
 from vlash.errors import ConfigError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("keys", help="generate a CurveZMQ key pair for `vlash serve --curve-keys` / clients")
-    p.add_argument("--out", type=Path, required=True, help="directory to write NAME.key and NAME.key_secret to")
-    p.add_argument("--name", default="client", help="key name: 'server' for the server, any name for a client")
-    p.add_argument(
-        "--overwrite",
-        "--force",  # its name before every command that replaces an output took --overwrite
-        dest="overwrite",
-        action="store_true",
-        help="replace an existing key pair of this --name",
-    )
+@dataclass(frozen=True)
+class KeysOptions:
+    """The key pair to write."""
+
+    out: Path  # directory to write NAME.key and NAME.key_secret to
+    name: str = "client"  # key name: 'server' for the server, any name for a client
+    # replace an existing key pair of this --name (--force: its name before every command that replaces an output
+    # took --overwrite)
+    overwrite: bool = field(default=False, metadata={"aliases": ("--force",)})
+
+
+COMMAND = Command(
+    "keys",
+    "generate a CurveZMQ key pair for `vlash serve --curve-keys` / clients",
+    "Write a CurveZMQ key pair: NAME.key (public: copy it to the other end) and NAME.key_secret (mode 0600).",
+    (ConfigFlags(KeysOptions, title="key pair"),),
+)
 
 
 def run(args: argparse.Namespace) -> int:

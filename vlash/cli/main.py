@@ -3,7 +3,8 @@
 `vlash run` executes on robot computers without torch, so the top level must not import the model-side
 commands. The table below gives each command's module and help line; `vlash --help` is built from it alone.
 Parsing happens in two passes: the top-level parser picks the command (its arguments are left unparsed),
-then the command's module is imported and its own `add_parser` parses them.
+then the command's module is imported and its `COMMAND` (vlash.cli.command: tyro over config dataclasses) parses
+them.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import logging
 import os
 import sys
 from types import ModuleType
+from typing import NoReturn
 
 import vlash
-from vlash.cli.help_format import CommandParser
+from vlash.cli.command import Command
 from vlash.errors import VlashError
 from vlash.thread_waits import passive_thread_waits
 
@@ -27,7 +29,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     **dict.fromkeys(("onnx", "onnxruntime"), "onnx"),
 }
 
-# name -> (module, help): the help must equal the one the module's add_parser gives (tests/cli checks it).
+# name -> (module, help): the help must equal the one the module's COMMAND gives (tests/cli checks it).
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("vlash.cli.info_cmd", "show a policy's configuration and parameter counts"),
     "bench": ("vlash.cli.bench_cmd", "time prefill, denoise step, time to first action and full chunk"),
@@ -53,6 +55,13 @@ SIGPIPE_STATUS = 141  # 128 + SIGPIPE: how a shell reports a command whose reade
 SERVER_COMMANDS = ("serve",)  # commands whose process serves a robot beside other work: idle CPU threads sleep
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The top-level parser: a bad argument is one line, `vlash: error: ...`, like every other setup error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser: global flags and the command name (a command's own flags are not parsed here)."""
     parser = CommandParser(prog="vlash", description="Real-time inference for VLA robot policies.")
@@ -60,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vlash {vlash.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
-        sub.add_parser(name, help=help_text, add_help=False)  # --help goes to the command's real parser
+        sub.add_parser(name, help=help_text, add_help=False)  # --help goes to the command's own
     return parser
 
 
@@ -68,29 +77,17 @@ def command_module(name: str) -> ModuleType:
     return importlib.import_module(COMMANDS[name][0])
 
 
-def command_parser(name: str) -> argparse.ArgumentParser:
-    """The full parser of one command, built by its module's add_parser (imports that module); its --help shows
-    the defaults (CommandParser)."""
-    return command_parsers(name)[0]
-
-
-def command_parsers(name: str) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """(`command_parser(name)`, the command's own sub-parser: its errors point to `vlash NAME --help`)."""
-    parser = CommandParser(prog="vlash")
-    sub = parser.add_subparsers(dest="command", required=True)
-    command_module(name).add_parser(sub)
-    return parser, sub.choices[name]
+def command_of(name: str) -> Command:
+    """The command's command line (imports its module)."""
+    return command_module(name).COMMAND
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     top, rest = build_parser().parse_known_args(argv)
     if top.command in SERVER_COMMANDS:
         passive_thread_waits()  # before the command's module imports torch
-    parser, own = command_parsers(top.command)
-    args, unknown = parser.parse_known_args([top.command, *rest])
-    if unknown:  # said by the command's parser: its error points to `vlash COMMAND --help`, not `vlash --help`
-        own.error(f"unrecognized arguments: {' '.join(unknown)}")
-    args.verbose = top.verbose
+    args = command_of(top.command).parse(rest)
+    args.command, args.verbose = top.command, top.verbose
     return args
 
 

@@ -4,7 +4,9 @@ every command: vlash.policies.names.source resolves the value, the command says 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 
+from vlash.cli.flags import ConfigFlags
 from vlash.errors import ConfigError
 from vlash.policies.names.hub import HubUnavailable
 from vlash.policies.names.source import PolicyKind, PolicySource, resolve_policy, with_base_weights
@@ -23,29 +25,42 @@ def accepted_help(accepted: dict[PolicyKind, str]) -> str:
     return ", ".join(f"{KIND_HELP[kind]}{f' ({use})' if use else ''}" for kind, use in accepted.items())
 
 
-def add_policy_arguments(
-    parser: argparse.ArgumentParser,
+@dataclass(frozen=True)
+class PolicyOptions:
+    """Which policy."""
+
+    policy: str | None = field(default=None, metadata={"metavar": "POLICY"})  # (its help: `policy_flags`)
+    checkpoint: str | None = field(default=None, metadata={"metavar": "DIR"})  # the same as --policy (kept for scripts)
+    random_weights: bool = False  # --policy names a preset: build it with random weights
+
+
+@dataclass(frozen=True)
+class RequiredPolicy:
+    """Which policy (a command that needs one)."""
+
+    policy: str = field(metadata={"metavar": "POLICY"})  # (its help: `policy_flags`)
+
+
+# a command whose --policy has the synonym --checkpoint: one of the two, and not both (Command's pairs)
+POLICY_OR_CHECKPOINT = (("policy", "checkpoint"),)
+
+
+def policy_flags(
     what: str,
     accepted: dict[PolicyKind, str],
     required: bool = True,
     checkpoint: bool = False,
     random_weights: bool = False,
-    default: str | None = None,
-) -> None:
+    title: str = "policy",
+) -> ConfigFlags:
     """--policy VALUE (`what` it is for; its help lists the `accepted` kinds); `checkpoint`: --checkpoint VALUE as a
-    synonym (exclusive with --policy); `random_weights`: the --random-weights flag (the value is then a preset)."""
-    required = required and default is None
-    text = f"{what}: {accepted_help(accepted)}"
-    if checkpoint:
-        group = parser.add_mutually_exclusive_group(required=required)
-        group.add_argument("--policy", default=default, metavar="POLICY", help=text)
-        group.add_argument("--checkpoint", metavar="DIR", help="the same as --policy (kept for existing scripts)")
-    else:
-        parser.add_argument("--policy", default=default, required=required, metavar="POLICY", help=text)
-    if random_weights:
-        parser.add_argument(
-            "--random-weights", action="store_true", help="--policy names a preset: build it with random weights"
-        )
+    synonym (exclusive with --policy: the command names POLICY_OR_CHECKPOINT); `random_weights`: the
+    --random-weights flag (the value is then a preset)."""
+    text = {"policy": f"{what}: {accepted_help(accepted)}"}
+    if required and not checkpoint:
+        return ConfigFlags(RequiredPolicy, "policy", title=title, help=text)
+    names = ["policy", *(["checkpoint"] if checkpoint else []), *(["random_weights"] if random_weights else [])]
+    return ConfigFlags(PolicyOptions, names, title=title, help=text)
 
 
 def policy_value(args: argparse.Namespace) -> str | None:

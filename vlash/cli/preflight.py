@@ -13,30 +13,36 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from vlash.atomic import check_replaceable
+from vlash.cli.flags import ConfigFlags
 from vlash.errors import ConfigError
 from vlash.output_kinds import OutputKind, output_kind
+
+
+class BadValue(argparse.ArgumentTypeError, ValueError):
+    """A flag's value its parse refuses: argparse (the tools) and tyro (the commands) both say its text."""
 
 
 def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        raise BadValue(f"expected an integer >= {low}, got {text!r}") from None
     if value < low:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        raise BadValue(f"expected an integer >= {low}, got {value}")
     return value
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an int >= 1."""
+    """A flag's parse (tyro's "parse" metadata, or an argparse type): an int >= 1."""
     return _int_at_least(text, 1)
 
 
 def non_negative_int(text: str) -> int:
-    """argparse type: an int >= 0."""
+    """A flag's parse (tyro's "parse" metadata, or an argparse type): an int >= 0."""
     return _int_at_least(text, 0)
 
 
@@ -97,15 +103,19 @@ def _check_creatable(folder: Path, target: Path, flag: str) -> None:
         raise ConfigError(f"{flag} {str(target)!r}: folder {str(existing)!r} is not writable")
 
 
-def add_overwrite_argument(parser: argparse.ArgumentParser, *kinds: OutputKind, where: str = "--out") -> None:
+@dataclass(frozen=True)
+class OverwriteOption:
+    """Replacing an output."""
+
+    overwrite: bool = False  # (its help: `overwrite_flags`)
+
+
+def overwrite_flags(*kinds: OutputKind, where: str = "--out", title: str = "output") -> ConfigFlags:
     """--overwrite: replace an output directory that holds the kind of output the command writes there
     (`check_output_dir`)."""
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help=f"replace {where} when it holds {' or '.join(k.value for k in kinds)} and nothing else (only the files "
-        "vlash listed there are ever replaced)",
-    )
+    text = (f"replace {where} when it holds {' or '.join(k.value for k in kinds)} and nothing else (only the files "
+            "vlash listed there are ever replaced)")  # fmt: skip
+    return ConfigFlags(OverwriteOption, "overwrite", title=title, help={"overwrite": text})
 
 
 def check_zmq_bind(endpoint: str, flag: str = "--bind") -> None:

@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from vlash.cli.config_flags import ConfigFlags
-from vlash.cli.policy_args import add_policy_arguments, policy_source
+from vlash.cli.command import Command
+from vlash.cli.flags import ConfigFlags
+from vlash.cli.policy_args import POLICY_OR_CHECKPOINT, policy_flags, policy_source
 from vlash.cli.preflight import (
-    add_overwrite_argument,
     check_output_dir,
     check_output_file,
     check_output_folder,
     non_negative_int,
+    overwrite_flags,
     positive_int,
 )
 from vlash.errors import ConfigError
@@ -38,42 +40,55 @@ SCHEME_NAMES = (
 )  # = vlash.policies.quantized.schemes.SCHEMES (tests check); listed here so --help imports nothing heavy
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("quantize", help=HELP)
-    add_policy_arguments(p, "the fp32 policy to quantize", ACCEPTED, checkpoint=True, random_weights=True)
-    p.add_argument("--scheme", action="append", choices=SCHEME_NAMES, required=True, help="repeatable")
-    p.add_argument(
-        "--out", type=Path, required=True, help="artifact directory (one scheme) or parent of one per scheme (several)"
-    )
-    add_overwrite_argument(
-        p, OutputKind.QUANTIZED_POLICY, OutputKind.ENGINE_ARTIFACT, where="a scheme's directory (torch: the former)"
-    )
-    p.add_argument("--group-size", type=positive_int, default=64, help="torch-int4: inputs per scale group")
-    p.add_argument(
-        "--calib-episodes", type=positive_int, default=8, help="static schemes: sim episodes to calibrate on"
-    )
-    p.add_argument("--check", action="store_true", help="gate each variant vs fp32; exit 1 if any fails")
-    p.add_argument(
-        "--held-out-episodes", type=positive_int, default=4, help="--check: held-out sim episodes (4 frames each)"
-    )
-    p.add_argument(
-        "--rollout-episodes",
-        type=non_negative_int,
-        default=None,
-        help="--check: sim episodes per task (default 3 if trained, else 0)",
-    )
-    GATE_FLAGS.add_to(p.add_argument_group("the gate of --check (a variant passes when it stays within these)"))
-    p.add_argument("--threads", type=positive_int, default=None, help="torch / onnxruntime CPU threads")
-    p.add_argument("--json", type=Path, default=None, help="also write the --check results here")
+@dataclass(frozen=True)
+class QuantizeOptions:
+    """What to write, and how to check it."""
+
+    scheme: tuple[str, ...] = field(metadata={"repeatable": True, "choices": SCHEME_NAMES})  # a scheme to write
+    out: Path  # artifact directory (one scheme) or parent of one per scheme (several)
+    group_size: int = field(default=64, metadata={"parse": positive_int})  # torch-int4: inputs per scale group
+    # static schemes: sim episodes to calibrate on
+    calib_episodes: int = field(default=8, metadata={"parse": positive_int})
+    check: bool = False  # gate each variant vs fp32; exit 1 if any fails
+    # --check: held-out sim episodes (4 frames each)
+    held_out_episodes: int = field(default=4, metadata={"parse": positive_int})
+    # --check: sim episodes per task (default 3 if trained, else 0)
+    rollout_episodes: int | None = field(default=None, metadata={"parse": non_negative_int})
+    threads: int | None = field(default=None, metadata={"parse": positive_int})  # torch / onnxruntime CPU threads
+    json: Path | None = None  # also write the --check results here
 
 
-# --check's gate: flags generated from GateThresholds (vlash.cli.config_flags)
-GATE_FLAGS = ConfigFlags(GateThresholds, "min_cosine max_abs_error max_success_drop")
 ACCEPTED = {
     PolicyKind.SHIPPED: "",
     PolicyKind.DIRECTORY: "vlash layout, fp32",
     PolicyKind.PRESET: "with --random-weights",
 }
+# --check's gate: flags of GateThresholds (vlash.cli.flags)
+GATE_FLAGS = ConfigFlags(
+    GateThresholds,
+    "min_cosine max_abs_error max_success_drop",
+    title="the gate of --check",
+    description="a variant passes when it stays within these",
+)
+COMMAND = Command(
+    "quantize",
+    HELP,
+    "Quantize a policy (an artifact with its manifest) and, with --check, gate each variant against fp32.",
+    (
+        policy_flags("the fp32 policy to quantize", ACCEPTED, checkpoint=True, random_weights=True),
+        ConfigFlags(QuantizeOptions, "scheme out", title="output", advanced="group_size calib_episodes threads"),
+        overwrite_flags(
+            OutputKind.QUANTIZED_POLICY,
+            OutputKind.ENGINE_ARTIFACT,
+            where="a scheme's directory (torch: the former)",
+            title="output",
+        ),  # fmt: skip
+        ConfigFlags(QuantizeOptions, "check held_out_episodes rollout_episodes json", title="the gate of --check"),
+        GATE_FLAGS,
+    ),
+    exclusive=POLICY_OR_CHECKPOINT,
+    required_one_of=POLICY_OR_CHECKPOINT,
+)
 
 
 def quantize_source(args: argparse.Namespace) -> PolicySource:

@@ -21,7 +21,6 @@ import argparse
 import math
 import sys
 from contextlib import ExitStack
-from pathlib import Path
 
 from robot_io.client import PolicyClient
 from robot_io.dataset import DatasetError, check_dataset, open_dataset
@@ -30,24 +29,23 @@ from robot_io.executors.images import parse_camera_map
 from robot_io.host_load import HostLoad
 from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
-from robot_io.protocol.endpoints import DEFAULT_ENDPOINT, check_endpoint
+from robot_io.protocol.endpoints import check_endpoint
 from robot_io.protocol.errors import EndpointError, RobotIOError
 from robot_io.rerun_trace import RerunError, RerunRecording, RerunTrace
-from robot_io.robots import SPECS, Robot, RobotConfigError, make_robot
-from robot_io.run_summary import MAX_HOLD_SHARE
+from robot_io.robots import Robot, RobotConfigError, make_robot
 from robot_io.run_trace import JsonLinesTrace, JsonReport
 from robot_io.runner import RunConfig, run_robot
 from robot_io.server_wait import ServerNotAnswering, wait_for_server
 from robot_io.stop_signals import StopRequest, handle_stop_signals
-from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
+from vlash.cli.command import Command
+from vlash.cli.run_options import EXECUTOR_FLAGS, GROUPS, RENAMED, ROBOT_SPECS, RUN_FLAGS
 from vlash.cli.run_report import CONTROL_THREADS, PROGRESS_EVERY_S, StatusPrinter, report, status_line, summary_text
-from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
+from vlash.cli.sim_args import load_sim_arguments
 from vlash.errors import ConfigError
 from vlash.sim.robot import SimRobot
 from vlash.sim.tasks import TASK_TYPES
 
 DEFAULT_HORIZON = ExecutorConfig.execution_horizon  # s unless given, when the policy's chunk is long enough
-ROBOT_SPECS = f"'sim:<task>[:<seed>]' (task: {', '.join(TASK_TYPES)}), {SPECS}"  # every --robot choice
 RECENT_CHUNKS = 20  # chunk records the executor keeps in memory; --json / --trace get every one as it is final
 DESCRIPTION = """Drive a robot (or the simulator) with chunks from a vlash policy server.
 
@@ -55,91 +53,21 @@ At the start it waits up to --server-wait-s (120 s: a server still loading its p
 reply, with a line on stderr every 5 s; the robot is connected only once the server answered, so nothing is sent
 to it before. No reply by then: one line, exit status 2.
 
-When the server stops answering: the client gives up on a request after --timeout, the executor re-sends it
-after 2 s and keeps asking without blocking the control loop; the link counts as lost after --link-timeout-s
+Ctrl-C (or SIGTERM) ends the run after its current tick: the hold is commanded, the summary printed with what the
+robot was left doing and --json / --trace written, then the exit status is 130 (143); a second Ctrl-C stops at
+once. The summary's rows are defined in docs/METHODS.md, "Run summary"."""
+# under the "advanced" heading, beside --link-timeout-s and --on-link-loss
+LINK_LOSS = """When the server stops answering: the client gives up on a request after --timeout, the executor
+re-sends it after 2 s and keeps asking without blocking the control loop; the link counts as lost after --link-timeout-s
 without any reply while one is owed. With --on-link-loss finish-chunk (the default) the robot keeps executing
 the chunk it is running until it runs out (up to a whole chunk, e.g. 49 ticks of a 50-action chunk) and then
 the watchdog holds: right when a healthy server is only slow. With --on-link-loss hold the chunk stops at the
 tick the link counts as lost and the watchdog holds from then on: the robot moves without a server for at
 most --link-timeout-s plus one period after the first unanswered request; when replies return, it starts afresh
-with a first (sync) chunk. Each loss and return is printed with the time of day.
+with a first (sync) chunk. Each loss and return is printed with the time of day."""
 
-Ctrl-C (or SIGTERM) ends the run after its current tick: the hold is commanded, the summary printed with what the
-robot was left doing and --json / --trace written, then the exit status is 130 (143); a second Ctrl-C stops at
-once. The summary's rows are defined in docs/METHODS.md, "Run summary"."""
-
-
-# The settings of the run: flags generated from ExecutorConfig and RunConfig (vlash.cli.config_flags)
-EXECUTOR_FLAGS = ConfigFlags(
-    ExecutorConfig,
-    "mode execution_horizon action_stride initial_delay adapt_delay prompt link_timeout_s on_link_loss",
-    notes={
-        "execution_horizon": "(default: {default}, or half the policy's chunk when that is shorter)",
-        "prompt": "(default: the simulated task's)",
-        "link_timeout_s": "(keep it above the server's slowest reply)",
-    },
-)
-RUN_FLAGS = ConfigFlags(RunConfig, ("rate_hz", "duration_s", "on_missing", "max_step", "server_wait_s"))
-RENAMED = {
-    "--fps": "--rate-hz",
-    "--duration": "--duration-s",
-    "--horizon": "--execution-horizon",
-    "--quantize": "--action-stride",
-    "--quantization": "--action-stride",
-    "--delay": "--initial-delay",
-    "--fixed-delay": "--no-adapt-delay",
-    "--link-timeout": "--link-timeout-s",
-}
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a robot (or the simulator) under a remote policy server",
-                       description=DESCRIPTION)  # fmt: skip
-    p.add_argument("--server", required=True, help="policy server endpoint: tcp://HOST:PORT (e.g. "
-                   f"{DEFAULT_ENDPOINT}, where vlash serve binds by default) or ipc:///PATH")  # fmt: skip
-    p.add_argument(
-        "--robot",
-        default="sim:reach",
-        help=f"robot spec: sim:<task>[:<seed>] ({', '.join(TASK_TYPES)}), lerobot:<type> (lerobot:so101_follower), "
-        "or mock (an arm shaped like the served policy, to try a server without hardware)",
-    )
-    p.add_argument(
-        "--robot-config",
-        type=Path,
-        default=None,
-        help="lerobot:<type>: YAML of LeRobot's config fields (port, id, cameras)",
-    )
-    add_sim_arguments(p, "of a sim:<task> robot (the ones the policy was trained in: its state's extras too)")
-    p.add_argument(
-        "--camera",
-        action="append",
-        default=[],
-        metavar="POLICY=ROBOT",
-        help="feed policy camera POLICY from robot camera ROBOT (repeatable; POLICY=none leaves it out, masked); "
-        "needed whenever the names differ",
-    )
-    EXECUTOR_FLAGS.add_to(p)
-    RUN_FLAGS.add_to(p)
-    p.add_argument("--timeout", type=float, default=5.0, help="reply timeout [s]: the client drops the connection "
-                   "and reconnects after this long without a reply (at the start, while it waits for the server, it "
-                   "sends HELLO again this often)")  # fmt: skip
-    p.add_argument("--max-hold-share", type=float, default=MAX_HOLD_SHARE, metavar="F", help="exit with status 1 "
-                   "when the watchdog held more than this share of the ticks not by design (the waits for an "
-                   "episode's first chunk and sync's are by design), or when no chunk ran")  # fmt: skip
-    p.add_argument("--server-key", type=Path, default=None, help="CurveZMQ: the server's public key file")
-    p.add_argument("--client-key", type=Path, default=None, help="CurveZMQ: this client's secret key file")
-    p.add_argument("--json", type=Path, default=None, help="write the summary and every chunk record here (one "
-                   "JSON document, the records written as the run goes)")  # fmt: skip
-    p.add_argument("--trace", type=Path, default=None, help="write every tick and every chunk record here as the "
-                   "run goes (JSON Lines: kind tick / chunk, then the summary)")  # fmt: skip
-    p.add_argument("--display", action="store_true", help="show the run live in a rerun viewer: camera frames, "
-                   "commanded vs measured joints, chunks, latency, holds (the [viz] extra)")  # fmt: skip
-    p.add_argument("--record", type=Path, default=None, metavar="FILE.rrd", help="write what --display shows to a "
-                   "rerun recording (`rerun FILE.rrd` replays it; the [viz] extra)")  # fmt: skip
-    p.add_argument("--record-dataset", type=Path, default=None, metavar="DIR", help="record the run as a LeRobot "
-                   "dataset (format v3.0, for lerobot-train): each tick's observation, the action sent, the chunk; "
-                   "a new DIR, or one recorded before, appended to (the [dataset] extra)")  # fmt: skip
-    add_renamed_flags(p, RENAMED)
+COMMAND = Command("run", "run a robot (or the simulator) under a remote policy server", DESCRIPTION, GROUPS, RENAMED,
+                  advanced_note=f"the rest: their defaults suit a first run. {LINK_LOSS}")  # fmt: skip
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -327,4 +255,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 # what `vlash demo` and the tests take from here: the status line and the summary are run_report's
-__all__ = ["StatusPrinter", "add_parser", "check_args", "report", "run", "status_line", "summary_text"]
+__all__ = ["COMMAND", "StatusPrinter", "check_args", "report", "run", "status_line", "summary_text"]

@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from vlash.cli.checkpoint_args import add_checkpoint_options, check_checkpoint_files, check_tokenizer_first
-from vlash.cli.config_flags import ConfigFlags, StoreGiven, add_renamed_flags, given_dests
+from vlash.cli.checkpoint_args import CHECKPOINT_FLAGS, check_checkpoint_files, check_tokenizer_first
+from vlash.cli.command import Command
 from vlash.cli.cpu_threads import RULE
-from vlash.cli.engine_args import add_torch_engine_arguments
-from vlash.cli.policy_args import add_policy_arguments, policy_source, policy_value
+from vlash.cli.engine_args import torch_engine_flags
+from vlash.cli.flags import ConfigFlags, given_dests
+from vlash.cli.policy_args import POLICY_OR_CHECKPOINT, policy_flags, policy_source, policy_value
 from vlash.cli.preflight import check_tcp_port, check_zmq_bind, positive_int
+from vlash.devices import available_profiles
 from vlash.devices.cuda_check import check_cuda, wants_cuda
 from vlash.engines import available_engines
 from vlash.errors import ConfigError
@@ -22,22 +24,73 @@ from vlash.policies.names.source import PolicyKind, PolicySource, hub_download_o
 from vlash.policies.pi05.dtypes import DTYPE_NAMES
 from vlash.server.config import OpenpiConfig, ServerConfig, check_unauthenticated, is_loopback_host
 
-# The server's, the openpi endpoint's and the fleet's settings: flags generated from their configs (config_flags)
+# full requests a served policy runs before serving, as a fleet's replica does (ServerConfig's own default, 0, suits
+# a server embedded in a test or a tool)
+WARM_UP_RUNS = FleetConfig.warm_up_runs
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How `vlash serve` runs the policy (the server's own settings are ServerConfig's)."""
+
+    # cpu, cuda, cuda:N, auto (cuda when torch sees a GPU; with --ray: when the replicas can have one), or a device
+    # profile (configs/devices/; jetson: the Jetson this is)
+    device: str = "auto"
+    dtype: str | None = field(default=None, metadata={"choices": tuple(sorted(DTYPE_NAMES))})  # the weights' precision
+    engine: str | None = field(default=None, metadata={"choices": tuple(available_engines())})  # what runs the model
+    threads: int | None = field(default=None, metadata={"parse": positive_int})  # CPU threads for torch and onnxruntime
+    stats_every: float = field(default=30.0, metadata={"metavar": "S"})  # print stats every S s (0: never)
+    no_warmup: bool = False  # skip the warm-up requests
+    allow_failed_gate: bool = False  # serve a quantized artifact whose fidelity check (vlash quantize --check) failed
+    # --random-weights: the robot's action entries (default 2), to try a robot's wiring before its policy exists
+    action_dims: int | None = field(default=None, metadata={"parse": positive_int})
+    # --random-weights: the robot's state entries (default: --action-dims)
+    state_dims: int | None = field(default=None, metadata={"parse": positive_int})
+    ray: bool = False  # serve the policy as a Ray Serve fleet (pip install 'vlash[fleet]'): no ZeroMQ endpoint
+    # a running Ray cluster (default: start one)
+    ray_address: str | None = field(default=None, metadata={"metavar": "ADDR"})
+
+
+SERVE_FLAGS = ConfigFlags(
+    ServeOptions,
+    "device dtype engine threads",
+    title="server",
+    notes={
+        "device": f"({', '.join(available_profiles())})",
+        "dtype": "(default: bf16 on cuda, fp32 on cpu)",
+        "engine": "(default: an artifact's own engine, else torch)",
+        "threads": f"(default: {RULE})",
+        "no_warmup": f"({WARM_UP_RUNS} full requests)",
+    },
+    advanced="stats_every no_warmup allow_failed_gate action_dims state_dims",
+)
+# The server's, the openpi endpoint's and the fleet's settings: flags of their configs (vlash.cli.flags)
 SERVER_FLAGS = ConfigFlags(
     ServerConfig,
-    "bind insecure schedule steps inject_latency_ms max_batch batch_wait_ms max_pending curve_keys allow_dir",
+    "bind insecure curve_keys allow_dir max_batch batch_wait_ms max_pending",
+    title="server",
+    advanced="schedule steps inject_latency_ms",
 )
 OPENPI_FLAGS = ConfigFlags(
     OpenpiConfig,
-    "port host profile map_file max_connections refusal_delay_s",
+    "port host profile map_file",
     prefix="openpi_",
+    title="openpi clients",
+    description="openpi's websocket protocol, adapted onto this server",
     notes={"port": "(given: openpi clients are served; with --ray always, on the ingress's port, default: {default})"},
+    advanced="max_connections refusal_delay_s",
+    late=True,
 )
 FLEET_FLAGS = ConfigFlags(
     FleetConfig,
     "num_replicas num_gpus",
+    title="a fleet on Ray Serve",
+    description="model replicas behind an openpi websocket ingress on --openpi-host/--openpi-port, batching as "
+    "--max-batch and --batch-wait-ms say; no ZeroMQ endpoint",
     notes={"num_gpus": "(default: 1 with --device cuda, and with auto when the replicas can have one; else 0)"},
+    late=True,
 )
+RAY_FLAGS = ConfigFlags(ServeOptions, "ray ray_address", title="a fleet on Ray Serve", late=True)
 RENAMED = {
     "--inject-latency": "--inject-latency-ms",
     "--allow": "--allow-dir",
@@ -45,52 +98,6 @@ RENAMED = {
     "--replicas": "--num-replicas",
     "--replica-gpus": "--num-gpus",
 }
-# full requests a served policy runs before serving, as a fleet's replica does (ServerConfig's own default, 0, suits
-# a server embedded in a test or a tool)
-WARM_UP_RUNS = FleetConfig.warm_up_runs
-
-
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("serve", help="serve a policy to robot clients over ZeroMQ")
-    add_policy_arguments(p, "the policy to serve", ACCEPTED, checkpoint=True, random_weights=True)
-    p.add_argument(
-        "--device",
-        default="auto",
-        help="cpu, cuda, cuda:N or auto (cuda when torch sees a GPU; with --ray: when the replicas can have one)",
-    )
-    p.add_argument("--dtype", choices=sorted(DTYPE_NAMES), default=None, help="default: bf16 on cuda, fp32 on cpu")
-    p.add_argument(
-        "--engine", choices=available_engines(), default=None, help="default: an artifact's own engine, else torch"
-    )
-    add_torch_engine_arguments(p)
-    p.add_argument("--action-dims", type=positive_int, default=None, help="--random-weights: the robot's action "
-                   "entries (default 2), to try a robot's wiring before its policy exists")  # fmt: skip
-    p.add_argument("--state-dims", type=positive_int, default=None, help="--random-weights: the robot's state "
-                   "entries (default: --action-dims)")  # fmt: skip
-    SERVER_FLAGS.add_to(p)
-    threads_help = f"CPU threads for torch and onnxruntime (default: {RULE})"
-    p.add_argument("--threads", action=StoreGiven, type=positive_int, default=None, help=threads_help)
-    p.add_argument("--stats-every", action=StoreGiven, type=float, default=30.0, metavar="S",
-                   help="print stats every S s (0: never)")  # fmt: skip
-    p.add_argument("--no-warmup", action="store_true", help=f"skip the {WARM_UP_RUNS} warm-up requests")
-    p.add_argument(
-        "--allow-failed-gate",
-        action="store_true",
-        help="serve a quantized artifact whose fidelity check (vlash quantize --check) failed",
-    )
-    add_checkpoint_options(p)
-    OPENPI_FLAGS.add_to(p.add_argument_group("openpi clients", "openpi's websocket protocol, adapted onto this server"))
-    r = p.add_argument_group(
-        "a fleet on Ray Serve (pip install 'vlash[fleet]')",
-        "model replicas behind an openpi websocket ingress on --openpi-host/--openpi-port, batching as --max-batch "
-        "and --batch-wait-ms say; no ZeroMQ endpoint",
-    )
-    r.add_argument("--ray", action="store_true", help="serve the policy as a Ray Serve fleet")
-    FLEET_FLAGS.add_to(r)
-    r.add_argument("--ray-address", action=StoreGiven, default=None, metavar="ADDR",
-                   help="a running Ray cluster (default: start one)")  # fmt: skip
-    add_renamed_flags(p, RENAMED)
-    return p
 
 
 ACCEPTED = {
@@ -99,6 +106,27 @@ ACCEPTED = {
     PolicyKind.ARTIFACT: "run by its engine",
     PolicyKind.PRESET: "with --random-weights",
 }
+
+
+COMMAND = Command(
+    "serve",
+    "serve a policy to robot clients over ZeroMQ",
+    "Serve a policy to robot clients over ZeroMQ (and openpi clients over websockets with --openpi-port), or as a "
+    "Ray Serve fleet (--ray).",
+    (
+        policy_flags("the policy to serve", ACCEPTED, checkpoint=True, random_weights=True),
+        SERVE_FLAGS,
+        SERVER_FLAGS,
+        OPENPI_FLAGS,
+        RAY_FLAGS,
+        FLEET_FLAGS,
+        torch_engine_flags(),
+        CHECKPOINT_FLAGS,
+    ),
+    RENAMED,
+    exclusive=POLICY_OR_CHECKPOINT,
+    required_one_of=POLICY_OR_CHECKPOINT,
+)
 
 
 # the ZeroMQ server's flags (dests), which a fleet refuses rather than ignores, and the fleet's own

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from vlash.cli.serve_args import add_parser, check_args
+from vlash.cli.serve_args import COMMAND, check_args
 
-__all__ = ["add_parser", "check_args", "run"]
+__all__ = ["COMMAND", "check_args", "run"]
 
 
 def run(args: argparse.Namespace) -> int:

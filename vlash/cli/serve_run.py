@@ -13,9 +13,9 @@ import torch
 
 from robot_io.stop_signals import handle_stop_signals
 from vlash.cli.checkpoint_args import checkpoint_options
-from vlash.cli.config_flags import build_config
 from vlash.cli.cpu_threads import server_threads
 from vlash.cli.engine_args import torch_engine_options
+from vlash.cli.flags import build_config
 from vlash.cli.serve_args import (
     FLEET_FLAGS,
     FLEET_SHARED,
@@ -31,9 +31,9 @@ from vlash.fleet.config import FleetConfig
 from vlash.policies.formats.base import CheckpointOptions
 from vlash.policies.names.source import PolicyKind, PolicySource, looks_like_path
 from vlash.runtime.loading import LoadedRuntime, load_runtime
+from vlash.runtime.metadata import policy_metadata
 from vlash.server.config import OpenpiConfig, ServerConfig
 from vlash.server.openpi_endpoint import OpenpiEndpoint
-from vlash.runtime.metadata import policy_metadata
 from vlash.server.server import PolicyServer
 
 

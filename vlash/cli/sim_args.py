@@ -1,32 +1,39 @@
-"""--sim-config / --sim: the simulator settings of `vlash eval` and `vlash train` (vlash.sim.settings)."""
+"""--sim-config / --sim: the simulator settings of `vlash eval`, `vlash train` and `vlash run --robot sim:<task>`
+(vlash.sim.settings)."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from vlash.cli.flags import ConfigFlags
 from vlash.errors import ConfigError
 from vlash.resources import config_dir
 
+SHIPPED_SETTINGS = "position, velocity, velocity-load, velocity-observable, velocity-load-observable"
 
-def add_sim_arguments(p: argparse.ArgumentParser, what: str) -> None:
-    """Add --sim-config and --sim; `what` says what the settings are for (help text)."""
-    p.add_argument(
-        "--sim-config",
-        type=Path,
-        default=None,
-        help=f"simulator settings {what}: a YAML file or a shipped name (position, velocity, velocity-load, "
-        "velocity-observable, velocity-load-observable: configs/eval/*.yaml); default: position actions, no "
-        "disturbance, the joint positions as the state",
-    )
-    p.add_argument(
-        "--sim",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one simulator setting, e.g. action_interface=velocity, disturbance.scale=0.3, "
-        "observe=[joint_velocity,target], task.hold_steps=45 (repeatable)",
-    )
+
+@dataclass(frozen=True)
+class SimOptions:
+    """The simulator's settings."""
+
+    # a YAML file or a shipped name (configs/eval/*.yaml); default: position actions, no disturbance, the joint
+    # positions as the state
+    sim_config: Path | None = None
+    # override one simulator setting, e.g. action_interface=velocity, disturbance.scale=0.3,
+    # observe=[joint_velocity,target], task.hold_steps=45
+    sim: tuple[str, ...] = field(default=(), metadata={"repeatable": True, "metavar": "KEY=VALUE"})
+
+
+def sim_flags(what: str, advanced: bool = False) -> ConfigFlags:
+    """--sim-config and --sim; `what` says what the settings are for (the group's title); `advanced`: shown under
+    the command's advanced heading."""
+    names = "sim_config sim"
+    notes = {"sim_config": f"({SHIPPED_SETTINGS})"}
+    if advanced:
+        return ConfigFlags(SimOptions, (), title=what, notes=notes, advanced=names)
+    return ConfigFlags(SimOptions, names, title=what, notes=notes)
 
 
 def sim_config_path(value: Path | None) -> Path | None:

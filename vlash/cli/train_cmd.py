@@ -6,16 +6,18 @@ import argparse
 import json
 import shlex
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from vlash.atomic import check_replaceable
-from vlash.cli.config_flags import ConfigFlags, add_renamed_flags
-from vlash.cli.policy_args import add_policy_arguments, policy_source
-from vlash.cli.preflight import add_overwrite_argument, check_output_dir, check_output_file
-from vlash.cli.sim_args import add_sim_arguments, load_sim_arguments
+from vlash.cli.command import Command
+from vlash.cli.flags import ConfigFlags
+from vlash.cli.policy_args import accepted_help, policy_source
+from vlash.cli.preflight import check_output_dir, check_output_file, overwrite_flags
+from vlash.cli.sim_args import load_sim_arguments, sim_flags
 from vlash.errors import ConfigError
 from vlash.output_kinds import OutputKind
 from vlash.policies.names.source import PolicyKind
@@ -29,16 +31,28 @@ ACCEPTED = {
     PolicyKind.DIRECTORY: "vlash layout, fine-tuned: the same as --init-from",
 }
 
-# What to train and how: flags generated from TrainConfig's fields (vlash.cli.config_flags)
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """Where the policy goes."""
+
+    # policy directory to write (new or empty; atomically, at the end); Ctrl-C keeps the steps done in OUT.interrupted
+    out: str = field(metadata={"metavar": "OUT"})
+    json: bool = False  # print the summary as JSON
+
+
+# What to train and how: flags of TrainConfig's fields (vlash.cli.flags); what the shipped recipes set first
 TRAIN_FLAGS = ConfigFlags(
     TrainConfig,
-    "tasks episodes_per_task steps batch_size lr ema_decay warmup_steps d_max augment mix_prob moving_share "
-    "relative_actions action_norm task_space label_tail plan_labels demo_execute_steps demo_delay_max scratch_init "
-    "init_from dataset seed image_size "
-    "num_threads compile log_every checkpoint_every stop_after vision_aux_weight patch_offset_weight "
-    "target_aux_weight expert_target_aux_weight named_patch_weight target_aux_layer expert_target_aux_layer "
-    "grounding_steps vision_probe_every only_successful progress",
+    "policy tasks episodes_per_task dataset init_from seed",
+    title="what to train",
+    more={"optimization and augmentation": "steps batch_size lr augment mix_prob task_space compile num_threads"},
+    help={"policy": f"what to train ({', '.join(available_presets())}): {accepted_help(ACCEPTED)}"},
     notes={"image_size": "(default: --sim-config's, else {default})"},
+    advanced="ema_decay warmup_steps d_max moving_share relative_actions action_norm label_tail plan_labels "
+    "demo_execute_steps demo_delay_max only_successful scratch_init vision_aux_weight patch_offset_weight "
+    "target_aux_weight expert_target_aux_weight named_patch_weight target_aux_layer expert_target_aux_layer "
+    "grounding_steps image_size log_every checkpoint_every stop_after vision_probe_every progress",
 )
 RENAMED = {
     "--episodes": "--episodes-per-task",
@@ -51,23 +65,19 @@ RENAMED = {
     "--keep-failed": "--no-only-successful",
     "--quiet": "--no-progress",
 }
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a policy from scratch on simulated expert demonstrations")
-    p.add_argument(
-        "--out",
-        required=True,
-        help="policy directory to write (new or empty; atomically, at the end); Ctrl-C keeps the steps done in "
-        "OUT.interrupted",
-    )
-    add_overwrite_argument(p, OutputKind.TRAINING_RUN)
-    what = f"what to train ({', '.join(available_presets())})"
-    add_policy_arguments(p, what, ACCEPTED, default=TrainConfig.policy)
-    add_sim_arguments(p, "to record in")
-    TRAIN_FLAGS.add_to(p)
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    add_renamed_flags(p, RENAMED)
+COMMAND = Command(
+    "train",
+    "train a policy from scratch on simulated expert demonstrations",
+    "Record expert episodes in the simulator and train a pi0.5-shaped policy on them (docs/EVALUATION.md has the "
+    "shipped policies' recipes).",
+    (
+        ConfigFlags(TrainOptions, title="what to train"),
+        overwrite_flags(OutputKind.TRAINING_RUN, title="what to train"),
+        TRAIN_FLAGS,
+        sim_flags("the simulator to record in", advanced=True),
+    ),
+    RENAMED,
+)
 
 
 def architecture(args: argparse.Namespace) -> tuple[str, str | None]:

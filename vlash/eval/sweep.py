@@ -57,7 +57,7 @@ class SweepConfig:
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     # the simulated link's timing model (its delay is replaced per cell)
     timing: LinkTiming = field(default_factory=lambda: LinkTiming(delay=0))
-    seed: int = 0  # first episode seed (SEED_SPLITS)
+    seed: int = 0  # first episode seed
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # worker processes (1: in this process)
     sim: SimSettings = field(default_factory=SimSettings)  # the simulator: interface, disturbance, arm, camera
 

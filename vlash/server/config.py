@@ -1,4 +1,4 @@
-"""Settings of the policy server: `vlash serve`'s flags are generated from these fields (vlash.cli.config_flags)."""
+"""Settings of the policy server: `vlash serve`'s flags are made from these fields (vlash.cli.flags)."""
 
 from __future__ import annotations
 
@@ -38,13 +38,13 @@ class ServerConfig:
     allow_dir: Path | None = None  # directory of allowed client public keys (*.key); required with curve_keys
     # serve unauthenticated clients where that needs saying: a non-loopback bind without curve_keys, an openpi
     # endpoint on a non-loopback host or beside curve_keys (anyone who reaches it can drive the robot). Off: those
-    # are a ConfigError (check_unauthenticated)
+    # are refused
     insecure: bool = False
     # times in a row a client's newer request may cancel its running one (newest wins); after that the running
     # one finishes and the newest waits (vlash.server.jobs). 0: a running request is never cancelled by a newer one
     max_consecutive_cancels: int = 1
-    # requests the model runs together in one batch (one per client); capped by the engine's fixed batch
-    # (PolicyRuntime.max_batch). 1: one request at a time
+    # requests the model runs together in one batch (one per client); capped by the engine's fixed batch (an
+    # exported artifact's static batch). 1: one request at a time
     max_batch: int = 8
     # longest wait for more requests while fewer than max_batch are pending, from the oldest one's receipt; the
     # wait also ends once it would cost that request a control step (vlash.server.batching). 0: never wait

@@ -36,7 +36,7 @@ class TrainConfig:
     """One training run: data, model, optimizer, augmentations, output."""
 
     policy: str = "pi05-tiny"  # policy preset name or YAML path (the architecture trained from scratch)
-    tasks: tuple[str, ...] = DEFAULT_TASKS  # vlash.sim tasks to record expert episodes of
+    tasks: tuple[str, ...] = DEFAULT_TASKS  # simulated tasks to record expert episodes of
     episodes_per_task: int = 200  # expert episodes recorded per task, >= 1
     steps: int = 1500  # optimizer steps, >= 1 (pi05-tiny, batch 32, 2 CPU cores: ~1.9 steps/s, ~13 min)
     batch_size: int = 32  # samples per step, >= 1
@@ -50,10 +50,10 @@ class TrainConfig:
     ema_decay: float = 0.0
     seed: int = 0  # seeds recording, sample draws, noise, times and the initial weights
     d_max: int = 8  # largest future-state offset / committed prefix (control steps), 0 <= d_max < H
-    augment: bool = True  # future-state offsets + committed prefix / horizon-aware mix (False: baseline)
+    augment: bool = True  # future-state offsets + committed prefix / horizon-aware mix (off: the baseline)
     mix_prob: float = 0.5  # share of hand-off samples (committed prefix, horizon-aware times), in [0, 1]
     has_prob: float = 0.5  # share of horizon-aware per-token times among hand-off samples, in [0, 1]
-    moving_share: float = 0.0  # share of draws from frames whose chunk label moves (SampleSpec), in [0, 1]
+    moving_share: float = 0.0  # share of draws from frames whose chunk label moves, in [0, 1]
     pad_loss_weight: float = 0.1  # weight of the zero-padded action dims in the loss (see flow.flow_loss)
     image_size: int = 96  # simulator render size in pixels (resized to the policy's input size)
     # simulator settings the episodes are recorded (and the auxiliary labels replayed) with, keyed as in a
@@ -67,19 +67,20 @@ class TrainConfig:
     action_norm: ActionNorm | None = None
     only_successful: bool = True  # train on the episodes the expert solved only
     num_threads: int = 2  # torch CPU threads, >= 1
-    # torch.compile the training forward (Pi05Model.forward_joint): ~1.6x faster steps on CPU after a one-off
+    # torch.compile the training forward (vlash.policies.pi05.model): ~1.6x faster steps on CPU after a one-off
     # compile of ~1-2 min (cached by inductor across runs); needs a C++ compiler. Numbers differ from eager at
     # float rounding, so a run is deterministic given the seed, thread count and this flag
     compile: bool = False
     out: str = "checkpoints/sim"  # policy directory to write (replaced atomically)
-    dataset: str | None = None  # .npz of recorded episodes: loaded when it exists, else recorded and saved
+    # .npz of recorded episodes: loaded when it exists, else recorded and saved
+    dataset: str | None = field(default=None, metadata={"metavar": "FILE.npz"})
     log_every: int = 25  # steps per progress-bar update and per loss-log line, >= 1
     checkpoint_every: int = 0  # write the policy directory every this many steps too; 0: only at the end
     # end the run after this many steps of the `steps` schedule (learning rate, EMA) and write the policy there;
     # None: run all `steps`. A shipped recipe that keeps an early checkpoint of a longer schedule is one command
     stop_after: int | None = None
-    # weight of the per-patch item-label loss on the vision tower (train.vision_aux); 0: flow loss only (the
-    # shipped checkpoints were trained without it; docs/EVALUATION.md has the runs with it)
+    # weight of the per-patch item-label loss on the vision tower (train.vision_aux); 0: flow loss only. Every
+    # shipped policy was trained with 1 (docs/EVALUATION.md has the recipes)
     vision_aux_weight: float = 0.0
     # weight of the per-patch regression of where in its patch each item's centre is (train.vision_aux); 0: off
     patch_offset_weight: float = 0.0
@@ -98,8 +99,8 @@ class TrainConfig:
     # directory is a VLM base for `init_from` (its expert is untrained)
     grounding_steps: int = 0
     # policy directory (same preset) to start from: all its weights and its tokenizer (train.base); None: a
-    # fresh initialisation (scratch_init / bin_embedding_init)
-    init_from: str | None = None
+    # fresh initialisation (train.init)
+    init_from: str | None = field(default=None, metadata={"metavar": "DIR"})
     vision_probe_every: int = 100  # measure image_gain (train.vision_use) every this many steps and at the end; 0: off
     progress: bool = True  # draw progress bars
     trim_prompt: bool = True  # pad prompts only to the longest one while training (same result, faster)
@@ -110,11 +111,11 @@ class TrainConfig:
     # (vlash.policies.processing.task_space): states and actions are mapped by the arm's kinematics; the robot
     # still sends joints and receives joint chunks
     task_space: bool = False
-    # label chunks past an episode's end with the expert's plan from its final state (Episode.tail, H steps)
-    # instead of masking them; False also drops the tails of a loaded dataset (docs/EVALUATION.md has the A/B)
+    # label chunks past an episode's end with the expert's plan from its final state (H steps) instead of masking
+    # them; False also drops the tails of a loaded dataset (docs/EVALUATION.md has the A/B)
     label_tail: bool = True
-    # label each frame's chunk with the plan the expert made at that frame (Episode.plans: recorded, H + d_max
-    # steps) instead of the actions it went on to command, which on whack move toward targets that appear later
+    # label each frame's chunk with the plan the expert made at that frame (recorded, H + d_max steps) instead of
+    # the actions it went on to command, which on whack move toward targets that appear later
     plan_labels: bool = False
     # record the expert the way a chunk policy runs (vlash.train.chunked_demos): it plans at every this many steps
     # and runs each plan open loop until the next takes over; 1 with demo_delay_max 0: it replans every step. The
@@ -123,9 +124,8 @@ class TrainConfig:
     # each recorded episode's new chunks take over d ~ U{0..this} steps after the frame they were planned at (the
     # previous chunk running meanwhile, as under an inference delay), 0 <= this < demo_execute_steps
     demo_delay_max: int = 0
-    # embeddings at unit residual scale, 2-D sin/cos image positions (train.init); off by default: one
-    # reach run with it (and batch 16 x 3000 steps) scored 7% vs 35% without it (batch 32 x 1500) — not
-    # separated yet, see docs/EVALUATION.md
+    # embeddings at unit residual scale, 2-D sin/cos image positions (train.init), for a run from scratch. Off
+    # unless told, yet every shipped policy trained from scratch had it on (docs/EVALUATION.md has the recipes)
     scratch_init: bool = False
     bin_embedding_init: bool = True  # start state-bin token embeddings from a code of their value (train.init)
     extra: dict[str, Any] = field(default_factory=dict)  # free-form provenance copied into the metadata
