@@ -13,7 +13,8 @@ import sys
 import pytest
 
 import vlash
-from vlash.cli.flags import default_text, field_default
+from vlash.cli.flag_values import default_text
+from vlash.cli.flags import field_default
 from vlash.cli.main import COMMANDS, SIGPIPE_STATUS, command_of, main
 
 SCREEN = 60  # lines of a terminal 100 columns wide that the help shows before its "advanced" heading
