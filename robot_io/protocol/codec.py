@@ -1,4 +1,4 @@
-"""encode / decode: message dataclasses <-> ZeroMQ multipart frames (msgpack header + raw array frames).
+"""encode / decode: messages (msgspec Structs, messages.py) <-> ZeroMQ multipart frames (msgpack header + array frames).
 
 decode treats its input as hostile: every size is checked before anything is allocated, the header is decoded by
 msgspec straight into its message type's structs (wire.py: in C, stopping at the first bad element), and any
