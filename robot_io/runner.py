@@ -56,7 +56,7 @@ class RunResult:
     resets: np.ndarray  # [T] bool: a new episode began at this tick (executor and safety reset; not the first tick)
     episodes: list[Any] = field(default_factory=list)  # the robot's recent episode outcomes (SimRobot: the last 1000)
     stopped: bool = False  # the caller's stop event ended the run before its duration
-    left: str = ""  # after a stop: what the hold commanded then leaves the robot doing ("holds the last command sent")
+    left: str = ""  # after a stop: what the robot is left doing ("holds the last command sent", "has its torque off")
 
 
 class Runner:
@@ -289,13 +289,17 @@ def run_robot(
     stop: threading.Event | None = None,
     metadata: Metadata | None = None,
 ) -> RunResult:
-    """Connect the robot, run it under `client` for config.duration_s (or until `stop` is set), disconnect; returns
-    the RunResult. `metadata`: the server's, when the caller already shook hands."""
-    robot.connect()
+    """Connect the robot, run it under `client` for config.duration_s (or until `stop` is set), disconnect (also after
+    a failed connect); returns the RunResult (a stopped robot's `left`: its `after_disconnect` when it has one).
+    `metadata`: the server's, when the caller already shook hands."""
     try:
-        return Runner(robot, client, config, clock, status, traces, stop).run(metadata)
+        robot.connect()
+        result = Runner(robot, client, config, clock, status, traces, stop).run(metadata)
     finally:
         robot.disconnect()
+    if result.stopped and getattr(robot, "after_disconnect", None):  # e.g. torque off: it no longer holds
+        result.left = robot.after_disconnect
+    return result
 
 
 __all__ = ["RunConfig", "RunResult", "RunSummary", "Runner", "fit_policy", "run_robot", "safety_for"]

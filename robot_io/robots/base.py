@@ -17,7 +17,12 @@ targets). Optional members say how they relate, and how the robot behaves when c
     holds_position             # True: with no new command the robot stays put (position servos keep their last
                                # goal, a stepped simulator does not move); False/absent: the runner's stall
                                # watchdog re-commands the hold from its own thread when the loop stalls
+    after_disconnect           # None/absent: once disconnected it goes on as the last command left it; else what
+                               # disconnect() leaves it doing instead, in words ("has its torque off ...: the arm
+                               # ... may fall under gravity"), reported when a run is stopped
 A robot that names nothing and has S == A is taken to command the joints its state measures, in order.
+`disconnect()` releases whatever `connect()` got to, also after `connect()` raised part way, and does nothing for a
+robot not connected (the runner calls it however the run ends).
 With holds_position False, `send_action` may be called from the watchdog thread while the loop thread is blocked
 elsewhere (in get_observation, say); two sends never overlap (the runner serializes them).
 """

@@ -125,4 +125,5 @@ def make_lerobot_robot(robot_type: str, fields: Mapping[str, Any] | None = None,
         robot = robots.make_robot_from_config(config)
     except ImportError as exc:  # the robot's driver needs a package LeRobot's extras bring (feetech, dynamixel, ...)
         raise RobotConfigError(f"LeRobot robot {robot_type!r} cannot be built: {exc}") from exc
+    adapter.setdefault("robot_type", robot_type)  # the calibration command names it
     return LeRobotRobot(robot, **adapter)

@@ -9,10 +9,11 @@ Every argument is checked before anything connects (one line, rc 2). The exit st
 driven: rc 1, with the reason on stderr after the summary, when no chunk ever ran or the watchdog held more than
 --max-hold-share of the ticks not by design; more than 10% is called out on stderr with rc 0. Ctrl-C (SIGINT) or
 SIGTERM stops the run after its current tick: the hold is commanded, the summary printed and --json / --trace
-written, then rc 130 (143 for SIGTERM); a second one stops at once. Memory stays bounded however long the run;
---trace streams every tick and chunk to a file; --display shows the run in a rerun viewer and --record FILE.rrd
-writes the same for replay (robot_io.rerun_trace); --record-dataset DIR records the run as a LeRobot dataset
-(robot_io.dataset).
+written, then rc 130 (143 for SIGTERM); a second one stops at once. What the robot is left doing is said as it is
+after the disconnect: a LeRobot arm with disable_torque_on_disconnect: true has its torque off. Memory stays
+bounded however long the run; --trace streams every tick and chunk to a file; --display shows the run in a rerun
+viewer and --record FILE.rrd writes the same for replay (robot_io.rerun_trace); --record-dataset DIR records the
+run as a LeRobot dataset (robot_io.dataset).
 """
 
 from __future__ import annotations
@@ -54,8 +55,11 @@ reply, with a line on stderr every 5 s; the robot is connected only once the ser
 to it before. No reply by then: one line, exit status 2.
 
 Ctrl-C (or SIGTERM) ends the run after its current tick: the hold is commanded, the summary printed with what the
-robot was left doing and --json / --trace written, then the exit status is 130 (143); a second Ctrl-C stops at
-once. The summary's rows are defined in docs/METHODS.md, "Run summary"."""
+robot was left doing once disconnected (a LeRobot arm whose config says disable_torque_on_disconnect: true has its
+torque off and may fall) and --json / --trace written, then the exit status is 130 (143); a second Ctrl-C stops at
+once. A LeRobot arm that asks to be calibrated when no terminal can answer (systemd, nohup, < /dev/null) is refused
+in one line naming LeRobot's lerobot-calibrate command. The summary's rows are defined in docs/METHODS.md, "Run
+summary"."""
 # under the "advanced" heading, beside --link-timeout-s and --on-link-loss
 LINK_LOSS = """When the server stops answering: the client gives up on a request after --timeout, the executor
 re-sends it after 2 s and keeps asking without blocking the control loop; the link counts as lost after --link-timeout-s
@@ -249,7 +253,9 @@ def run(args: argparse.Namespace) -> int:
                 printer.close()
     except KeyboardInterrupt:  # a second signal (or Ctrl-C before the handlers): robot disconnected, files closed
         after = f"a second signal after {stop.name}" if stop.signum is not None else "Ctrl-C"
-        print(f"vlash run: stopped at once by {after}: no hold commanded, no summary", file=sys.stderr)
+        left = getattr(robot, "after_disconnect", None)  # e.g. torque off: what disconnecting left it doing
+        print(f"vlash run: stopped at once by {after}: no hold commanded, no summary"
+              + (f"; the robot {left}" if left else ""), file=sys.stderr)  # fmt: skip
         return stop.exit_code or 130
     return report(result, traces, stop, args.max_hold_share, host)
 
