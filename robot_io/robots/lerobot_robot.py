@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_io.protocol.errors import ShapeError
+from robot_io.protocol.errors import RobotIOError, ShapeError
 from robot_io.protocol.specs import ArraySpec
 from robot_io.robots.base import RobotConfigError, action_vector
 from robot_io.robots.camera import OpenCVCamera
@@ -41,6 +41,11 @@ from robot_io.robots.terminal_prompts import TerminalPrompts
 
 JOINT_SUFFIX = ".pos"
 log = logging.getLogger(__name__)
+
+
+class ConnectFailed(RobotIOError):
+    """LeRobot could not open the arm or a camera (no such port or device, no power): its multi-line message made one
+    line that says what to check."""
 
 
 class CalibrationRequired(RobotConfigError):
@@ -161,6 +166,12 @@ class LeRobotRobot:
                     f"the {self.robot_type} arm {getattr(config, 'id', None)!r} needs calibrating, and LeRobot asks "
                     "for it on a terminal this run does not have (standard input gave no answer); calibrate it once "
                     f"from a terminal: {calibrate_command(self.robot_type, config)}"
+                ) from None
+            if isinstance(exc, OSError):  # ConnectionError, serial's SerialException: a port or device missing
+                what = " ".join(str(exc).split()) or type(exc).__name__
+                raise ConnectFailed(
+                    f"the {self.robot_type} could not connect: {what} (check the port and the cameras in its "
+                    "--robot-config, and that the arm is powered and plugged in)"
                 ) from None
             raise
 

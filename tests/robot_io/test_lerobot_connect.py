@@ -18,7 +18,7 @@ from robot_io.protocol import Metadata
 from robot_io.protocol.errors import RobotIOError
 from robot_io.robots import make_robot
 from robot_io.robots.lerobot_factory import load_robot_config, make_lerobot_robot
-from robot_io.robots.lerobot_robot import CalibrationRequired
+from robot_io.robots.lerobot_robot import CalibrationRequired, ConnectFailed
 from robot_io.runner import RunConfig, run_robot
 from tests.fakes import PointArm, hold_planner
 from tests.robot_io.lerobot_fixture import SO101_YAML, fake_lerobot_on_path
@@ -86,17 +86,21 @@ def test_a_question_answered_through_a_pipe_connects_and_its_prompt_line_ends(so
     assert capsys.readouterr().out.splitlines() == [PROMPT, "step      0  chunks    0"]
 
 
-def test_a_connect_that_fails_part_way_releases_the_bus_and_raises_its_own_error(so_follower, monkeypatch):
+def test_a_connect_that_fails_part_way_releases_the_bus_and_says_what_to_check_in_one_line(so_follower, monkeypatch):
     so_follower.MOTORS_CALIBRATED = True
     robot = make_robot("lerobot:so101_follower", SO101_YAML)
     wrist = robot.robot.cameras["wrist"]
 
-    def unplugged(warmup: bool = True) -> None:
-        raise ConnectionError("camera 1: no such device")
+    def unplugged(warmup: bool = True) -> None:  # LeRobot's messages run over several lines
+        raise ConnectionError("camera 1: no such device.\nTry running `lerobot-find-cameras`\n")
 
     monkeypatch.setattr(wrist, "connect", unplugged)
-    with pytest.raises(ConnectionError, match="no such device"):  # not a calibration question: as LeRobot raised it
+    with pytest.raises(ConnectFailed) as failed:  # not a calibration question
         robot.connect()
+    assert str(failed.value) == (
+        "the so101_follower could not connect: camera 1: no such device. Try running `lerobot-find-cameras` (check the "
+        "port and the cameras in its --robot-config, and that the arm is powered and plugged in)"
+    )
     arm = robot.robot
     assert not arm.bus.is_connected and not arm.cameras["front"].is_connected
     robot.disconnect()  # nothing left to release: no error (LeRobot's own disconnect() would refuse)
