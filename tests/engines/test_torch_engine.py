@@ -105,7 +105,7 @@ def test_compiled_graphs_for_batches_1_to_8_stay_within_the_recompile_limit(tiny
             engine.warmup(batch_size=1, steps=1)
         counts = {name: counter.frame_count for name, counter in graphs.items()}
         assert counts == {"_prefill_graph": 1, "denoise_step": 2, "_differentiable_step": 0}
-        guided = SamplerConfig(num_steps=2, guidance=GuidanceConfig(execution_horizon=10))
+        guided = SamplerConfig(num_steps=2, guidance=GuidanceConfig(execution_horizon=10, vjp=True))  # autograd on
         for batch in range(1, 9):
             cache = engine.prefill(random_inputs(cfg, batch=batch, seed=batch))
             noise, target = torch.randn(batch, horizon, dims), torch.randn(batch, horizon, dims)

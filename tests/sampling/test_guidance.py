@@ -11,6 +11,7 @@ from vlash.sampling import (
     guided_velocity,
     rtc_soft_mask,
 )
+from vlash.sampling.plan import stack_plans
 
 H, A, B, D, S = 16, 2, 64, 3, 6
 
@@ -44,16 +45,33 @@ def test_guidance_weight():
 
 
 def test_guided_velocity_closed_form():
-    """For v = x - c: a1_hat = (1 - tau) x + tau c, J = (1 - tau) I, so g = (1 - tau) * err."""
+    """For v = x - c: a1_hat = (1 - tau) x + tau c. LeRobot's form (the default) holds v constant, so g = err; the
+    paper's (vjp) differentiates through v: J = (1 - tau) I, so g = (1 - tau) * err."""
     gen = torch.Generator().manual_seed(0)
     c, x, y = (torch.randn(2, 5, 3, generator=gen) for _ in range(3))
     tau = torch.rand(2, 5, generator=gen)
     mask = torch.rand(5, generator=gen)
-    out = guided_velocity(lambda x_, t_: x_ - c, x, tau, y, mask, 2.5)
     a1_hat = (1 - tau[..., None]) * x + tau[..., None] * c
-    expected = (x - c) - 2.5 * (1 - tau[..., None]) * (y - a1_hat) * mask[None, :, None]
-    assert torch.allclose(out, expected, atol=1e-6)
-    assert not out.requires_grad
+    err = (y - a1_hat) * mask[None, :, None]
+    held = guided_velocity(lambda x_, t_: x_ - c, x, tau, y, mask, 2.5)
+    assert torch.allclose(held, (x - c) - 2.5 * err, atol=1e-6)
+    through = guided_velocity(lambda x_, t_: x_ - c, x, tau, y, mask, 2.5, vjp=True)
+    assert torch.allclose(through, (x - c) - 2.5 * (1 - tau[..., None]) * err, atol=1e-6)
+    assert not held.requires_grad and not through.requires_grad
+
+
+def test_lerobots_form_needs_no_autograd():
+    """A velocity that cannot be differentiated (an exported engine's) runs guided with v held constant."""
+    c = torch.randn(1, 4, 2)
+    x, y = torch.randn(1, 4, 2), torch.randn(1, 4, 2)
+
+    def frozen(x_, t_):
+        assert not torch.is_grad_enabled() and not x_.requires_grad
+        return x_ - c
+
+    guided_velocity(frozen, x, torch.full((1, 4), 0.5), y, torch.ones(4), 1.0)
+    with pytest.raises(AssertionError):
+        guided_velocity(frozen, x, torch.full((1, 4), 0.5), y, torch.ones(4), 1.0, vjp=True)
 
 
 @pytest.fixture
@@ -114,3 +132,25 @@ def test_guidance_validation(bimodal):
         GuidanceConfig(execution_horizon=0)
     with pytest.raises(ValueError, match="max_weight"):
         GuidanceConfig(execution_horizon=S, max_weight=0.0)
+    with pytest.raises(ValueError, match="vjp"):
+        GuidanceConfig(execution_horizon=S, vjp=1)
+
+
+def test_the_plan_carries_vjp_and_stacks_only_one_kind(bimodal):
+    field, m = bimodal
+    noise = torch.randn(2, H, A, generator=torch.Generator().manual_seed(3))
+    target = m.expand(2, H, A)
+
+    def plan(vjp: bool):
+        cfg = SamplerConfig(guidance=GuidanceConfig(execution_horizon=S, vjp=vjp))
+        return FlowSampler(cfg).plan(noise, guidance_target=target, guidance_delay=D)
+
+    assert plan(True).guidance_vjp and not plan(False).guidance_vjp
+    assert stack_plans([plan(True), FlowSampler().plan(noise)]).guidance_vjp
+    with pytest.raises(ValueError, match="vjp"):
+        stack_plans([plan(True), plan(False)])
+    through = FlowSampler(SamplerConfig(guidance=GuidanceConfig(execution_horizon=S, vjp=True)))
+    held = FlowSampler(SamplerConfig(guidance=GuidanceConfig(execution_horizon=S)))
+    a = through.sample(field, noise, guidance_target=target, guidance_delay=D).actions
+    b = held.sample(field, noise, guidance_target=target, guidance_delay=D).actions
+    assert (a - b).abs().max() > 1e-3  # the stepper follows the plan's vjp

@@ -19,9 +19,9 @@ when given, is the state the chunk is planned from; `prefix` [d, J] holds the co
 [0, d) (an empty one is no prefix); `delay_steps` is d of guided RTC without a prefix; `schedule` None is the
 runtime's default; `guidance` [n, J] is the previous chunk's leftover at indices [0, n) (guided RTC); `seed` None
 draws a fresh one. `execution_horizon` s counts chunk indices the robot runs after the prefix before the next chunk
-takes over: with guided RTC, indices >= H - s are unguided (None: H - n); with the horizon-aware schedule sampling
-stops once indices [0, len(prefix) + s) are final (None: the whole chunk); the constant schedule without guidance
-ignores it.
+takes over: with guided RTC, indices >= min(H - s, n) are unguided and the delay is cut to that end (None: H - n;
+as LeRobot's RTC); with the horizon-aware schedule sampling stops once indices [0, len(prefix) + s) are final (None:
+the whole chunk); the constant schedule without guidance ignores it.
 
 Several requests run as one batched prefill and one denoise loop (each keeps its own prompt, images, prefix,
 schedule, guidance, early stop and seed, and gets the chunk it would get alone, to fp32 rounding); one request is a
@@ -173,10 +173,14 @@ class PolicyRuntime:
             if n > self.horizon:
                 raise ShapeError(f"guidance has {n} actions, more than the chunk length {self.horizon}")
             s = request.execution_horizon if request.execution_horizon is not None else max(1, self.horizon - n)
+            prefix_len = len(prefix) if "prefix" in kwargs else 0
+            # rows past the leftover have nothing to follow: the guided rows end with it, and the fully weighted
+            # ones (the delay) end no later (LeRobot's RTCProcessor cuts both the same way)
+            s = min(max(s, self.horizon - n), self.horizon - prefix_len)
             guidance = GuidanceConfig(execution_horizon=s, max_weight=self.guidance_weight)
             kwargs["guidance_target"] = self._model_actions(request.guidance, state, self.horizon)
             if "prefix" not in kwargs:
-                kwargs["guidance_delay"] = request.delay_steps
+                kwargs["guidance_delay"] = min(request.delay_steps, self.horizon - s)
         schedule = request.schedule or self.schedule
         needed = self.rows_needed(request)
         stop = needed if needed < self.horizon else None

@@ -123,9 +123,9 @@ class BatchStepper:
 
     def _velocity(self, velocity_fn: VelocityFn, tau: Tensor, k: int) -> Tensor:
         guidance = self._xrows.guidance
-        if guidance is not None:  # one guided row: the whole batch through autograd
+        if guidance is not None:  # one guided row: the whole batch guided (through autograd with vjp)
             target, mask, weights = guidance
-            return guided_velocity(velocity_fn, self.x, tau, target, mask, weights[k])
+            return guided_velocity(velocity_fn, self.x, tau, target, mask, weights[k], self.plan.guidance_vjp)
         with torch.no_grad():
             return eval_velocity(velocity_fn, self.x, tau)
 

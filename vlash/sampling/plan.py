@@ -35,6 +35,7 @@ class SamplingPlan:
     guidance_target: Tensor | None = None  # fp32 [B, H, A] RTC target Y (0 on unguided rows); None: no row guided
     guidance_mask: Tensor | None = None  # fp32 [B, H] RTC soft mask W (0 on unguided rows)
     guidance_weights: Tensor | None = None  # fp32 [N, B] per-step RTC weight w (0 on unguided rows)
+    guidance_vjp: bool = False  # the guided rows' GuidanceConfig.vjp (g through the network's Jacobian)
 
     @property
     def batch(self) -> int:
@@ -144,12 +145,14 @@ def make_plan(
         delay = d if guidance_delay is None else guidance_delay
         target, mask, weights = _guidance(guidance_cfg, guidance_target, delay, noise, grid.shape[0] - 1)
         plan.guidance_target, plan.guidance_mask, plan.guidance_weights = target, mask, weights
+        plan.guidance_vjp = bool(guidance_cfg is not None and guidance_cfg.vjp)
     return plan
 
 
 def stack_plans(plans: Sequence[SamplingPlan]) -> SamplingPlan:
     """One plan of every row of `plans`, in order (same N, H, A and device; ShapeError otherwise). Rows of
-    unguided plans get target 0, mask 0 and weight 0 when another plan is guided."""
+    unguided plans get target 0, mask 0 and weight 0 when another plan is guided; guided plans must share
+    GuidanceConfig.vjp (ValueError)."""
     if not plans:
         raise ValueError("stack_plans needs at least one plan")
     if len(plans) == 1:
@@ -174,6 +177,10 @@ def stack_plans(plans: Sequence[SamplingPlan]) -> SamplingPlan:
         shared_time=[all(shared) for shared in zip(*(p.shared_time for p in plans), strict=True)],
     )
     if any(plan.guided):
+        vjp = {p.guidance_vjp for p in plans if any(p.guided)}
+        if len(vjp) > 1:
+            raise ValueError("plans to stack must share GuidanceConfig.vjp")
+        plan.guidance_vjp = vjp.pop()
         plan.guidance_target = torch.cat([_or_zeros(p.guidance_target, p.x0) for p in plans])
         plan.guidance_mask = torch.cat([_or_zeros(p.guidance_mask, p.held, torch.float32) for p in plans])
         plan.guidance_weights = torch.cat([_or_zeros(p.guidance_weights, p.dtaus[:, :, 0]) for p in plans], dim=1)
