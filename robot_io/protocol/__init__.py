@@ -9,6 +9,7 @@ from robot_io.protocol.limits import Limits, validate_infer
 from robot_io.protocol.messages import (
     PROTOCOL_VERSION,
     SCHEDULES,
+    TRAINED_WITH,
     Actions,
     CameraSpec,
     Error,
@@ -29,6 +30,7 @@ from robot_io.protocol.receive import OversizedMessage, bound_socket, receive
 __all__ = [
     "PROTOCOL_VERSION",
     "SCHEDULES",
+    "TRAINED_WITH",
     "Actions",
     "CameraSpec",
     "CurveClientKeys",

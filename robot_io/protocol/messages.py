@@ -20,6 +20,8 @@ from robot_io.protocol.errors import ProtocolError
 
 PROTOCOL_VERSION = 2  # 2: final ACTIONS may be short (the early stop); delay_steps counts chunk indices
 SCHEDULES = ("constant", "horizon-aware")  # flow-sampling schedules a request may ask for
+# the latency augmentations a policy can be trained with (vlash train; docs/METHODS.md, "Execution modes")
+TRAINED_WITH = ("future-state", "prefix", "horizon-aware")
 INT64_MAX = 2**63 - 1
 FLOAT_MAX = 1.7976931348623157e308  # the largest finite float: NaN and +-inf are outside [-FLOAT_MAX, FLOAT_MAX]
 
@@ -114,6 +116,7 @@ Index = Annotated[int, Bound(ge=0, le="max_chunk_length")]  # a row of a chunk, 
 Length = Annotated[int, Bound(ge=1, le="max_chunk_length")]
 Side = Annotated[int, Bound(ge=1, le="max_image_side")]  # pixels
 Schedule = Literal[SCHEDULES]
+TrainedWith = Literal[TRAINED_WITH]
 Key = Annotated[str, Meta(max_length=64)]  # keys of timing_ms and counters
 MAX_MAP_ENTRIES = 256  # entries of timing_ms and counters
 VECTOR = ArrayField("float32", ((1, "max_state_dim"),))
@@ -152,6 +155,8 @@ class Metadata(Struct):
     schedule: Schedule  # default schedule: "constant" | "horizon-aware"
     relative_actions: bool  # whether the model predicts actions relative to the state (informative)
     version: Version = PROTOCOL_VERSION
+    # the latency augmentations the policy was trained with; None: its checkpoint does not say (not vlash-trained)
+    trained_with: Annotated[list[TrainedWith], Meta(max_length=len(TRAINED_WITH))] | None = None
 
 
 class Infer(Struct):

@@ -27,6 +27,7 @@ from robot_io.client import PolicyClient
 from robot_io.dataset import DatasetError, check_dataset, open_dataset
 from robot_io.executors import ExecutorConfig
 from robot_io.executors.images import parse_camera_map
+from robot_io.executors.mode_guide import mode_warning
 from robot_io.host_load import HostLoad
 from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
@@ -235,6 +236,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"vlash run: stopped by {stop.name} while waiting for the server; the robot was not connected "
                       "and was sent nothing", file=sys.stderr)  # fmt: skip
                 return stop.exit_code or 130
+            warning = mode_warning(args.mode, metadata.trained_with, metadata.model_id)
+            if warning:
+                print(f"vlash run: warning: {warning}", file=sys.stderr, flush=True)
             robot = robot or _robot(args, metadata)
             for trace in traces:
                 if isinstance(trace, RerunTrace):  # its series are named after the robot's entries

@@ -3,6 +3,8 @@ against it by the one admission of every entry point (vlash.runtime.admission)."
 
 from __future__ import annotations
 
+from typing import Any
+
 from robot_io.protocol import CameraSpec, Metadata
 from vlash.runtime.policy_runtime import PolicyRuntime
 
@@ -30,4 +32,21 @@ def policy_metadata(
         num_steps=runtime.num_steps,
         schedule=runtime.schedule,
         relative_actions=runtime.processor.relative,
+        trained_with=trained_with(runtime.policy.metadata),
     )
+
+
+def trained_with(policy_metadata: dict[str, Any]) -> list[str] | None:
+    """The latency augmentations a checkpoint's metadata says it was trained with (`vlash train` records them under
+    "augment": future-state offsets; committed prefixes on a share `mix_prob` of the samples, horizon-aware times
+    on a share `has_prob` of those); None when it does not say (a LeRobot or openpi checkpoint)."""
+    augment = policy_metadata.get("augment")
+    if not isinstance(augment, dict):
+        return None
+    prefixes = bool(augment.get("prefix_mix")) and float(augment.get("mix_prob") or 0) > 0
+    found = {
+        "future-state": bool(augment.get("future_state")),
+        "prefix": prefixes,
+        "horizon-aware": prefixes and float(augment.get("has_prob") or 0) > 0,
+    }
+    return [name for name, trained in found.items() if trained]
