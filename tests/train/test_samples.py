@@ -71,6 +71,27 @@ def test_plan_labels_take_state_and_targets_from_the_frames_plan():
         assert s.action_mask.all()
 
 
+@pytest.mark.parametrize("source", ["plan", "executed"])
+def test_the_committed_prefix_comes_from_the_plan_or_from_what_the_demonstration_executed(source):
+    """ "executed": the prefix is what the demonstration ran over [t + delta, t + delta + d) (at run time: the running
+    chunk's rows, planned earlier); the targets after it stay the frame's plan either way."""
+    episode = _planned(ramp_episode(40), H + 5)
+    spec = SampleSpec(horizon=H, d_max=5, mix_prob=1.0, prefix_source=source)
+    rng = np.random.default_rng(0)
+    samples = [build_sample(episode, 20, spec, rng) for _ in range(200)]
+    assert {s.prefix_len for s in samples} == set(range(6))
+    for s in samples:
+        plan, start, d = episode.plans[20], 20 + s.delta, s.prefix_len
+        want_prefix = episode.actions[start : start + d] if source == "executed" else plan[s.delta : s.delta + d]
+        np.testing.assert_array_equal(s.targets[:d], want_prefix)
+        np.testing.assert_array_equal(s.targets[d:], plan[s.delta + d : s.delta + H])
+
+
+def test_an_unknown_prefix_source_is_refused():
+    with pytest.raises(ConfigError, match="prefix_source"):
+        SampleSpec(prefix_source="oracle")
+
+
 def test_plans_shorter_than_d_max_plus_horizon_are_refused():
     episode = _planned(ramp_episode(20), H + 4)
     with pytest.raises(ConfigError, match="plan_steps >= that"):

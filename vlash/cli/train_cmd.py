@@ -50,7 +50,7 @@ TRAIN_FLAGS = ConfigFlags(
     help={"policy": f"what to train ({', '.join(available_presets())}): {accepted_help(ACCEPTED)}"},
     notes={"image_size": "(default: --sim-config's, else {default})"},
     advanced="ema_decay warmup_steps d_max moving_share relative_actions action_norm label_tail plan_labels "
-    "demo_execute_steps demo_delay_max only_successful scratch_init vision_aux_weight patch_offset_weight "
+    "prefix_from demo_execute_steps demo_delay_max only_successful scratch_init vision_aux_weight patch_offset_weight "
     "target_aux_weight expert_target_aux_weight named_patch_weight target_aux_layer expert_target_aux_layer "
     "grounding_steps image_size log_every checkpoint_every stop_after vision_probe_every progress",
 )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from vlash.train.chunked_demos import ChunkedExecution
 from vlash.train.errors import ConfigError, TrainError
-from vlash.train.samples import SampleSpec
+from vlash.train.samples import PREFIX_SOURCES, SampleSpec
 
 if TYPE_CHECKING:
     from vlash.sim.settings import SimSettings
@@ -117,6 +117,9 @@ class TrainConfig:
     # label each frame's chunk with the plan the expert made at that frame (recorded, H + d_max steps) instead of
     # the actions it went on to command, which on whack move toward targets that appear later
     plan_labels: bool = False
+    # where the committed prefix of a hand-off sample comes from (vlash.train.samples): "plan" (the plan's own first
+    # rows) or "executed" (what the demonstration executed then; with plan_labels, the rows of an earlier plan)
+    prefix_from: str = field(default="plan", metadata={"choices": PREFIX_SOURCES})
     # record the expert the way a chunk policy runs (vlash.train.chunked_demos): it plans at every this many steps
     # and runs each plan open loop until the next takes over; 1 with demo_delay_max 0: it replans every step. The
     # frames then show the states the policy's own chunked execution reaches; needs plan_labels
@@ -250,6 +253,7 @@ class TrainConfig:
             has_prob=self.has_prob,
             moving_share=self.moving_share,
             velocity_dt=self.velocity_dt,
+            prefix_source=self.prefix_from,
         )
 
     @property

@@ -24,6 +24,11 @@ nothing is padded and `delta` is not clamped (the plan runs past the episode's e
 after `t` would carry moves toward targets that appear after `t` (on `whack`, within nearly every chunk),
 which the image at `t` cannot show.
 
+Prefix from the executed actions (`SampleSpec.prefix_source = "executed"`, with plan labels): the committed prefix is
+`labels[t + delta : t + delta + d]`, what the demonstration executed then (recorded as a chunk policy runs, the rows
+of an earlier plan), and the targets after it stay the plan at `t`: at run time the prefix is the running chunk's
+rows, planned before the observation the request carries.
+
 Velocity actions (`SampleSpec.velocity_dt`: labels are joint velocities in rad/s, the state joint positions): the
 future state is what the robot's executor sends (robot_io.executors.ChunkRecord.future_state), the state at `t`
 plus dt times the sum of the velocities committed in between, `labels[t : t + delta]` (with plans `plans[t][:delta]`),
@@ -47,6 +52,8 @@ import numpy as np
 from vlash.train.episodes import Episode
 from vlash.train.errors import ConfigError
 
+PREFIX_SOURCES = ("plan", "executed")
+
 
 @dataclass(frozen=True)
 class SampleSpec:
@@ -64,6 +71,10 @@ class SampleSpec:
     # None: labels are absolute joint targets. Else they are joint velocities [rad/s] run for this control period
     # [s] each: the future state integrates them and labels past the end are zero (hold still)
     velocity_dt: float | None = None
+    # where a hand-off sample's committed prefix comes from: "plan", the first d rows of its own targets, or
+    # "executed", the actions the demonstration went on to execute (what a robot commits at run time: the rows of the
+    # chunk still running, planned earlier). The same without plan labels (the targets are the executed actions)
+    prefix_source: str = "plan"
 
     def __post_init__(self) -> None:
         if not isinstance(self.horizon, int) or self.horizon < 1:
@@ -73,6 +84,8 @@ class SampleSpec:
         for name in ("mix_prob", "has_prob", "moving_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if self.prefix_source not in PREFIX_SOURCES:
+            raise ConfigError(f"prefix_source must be one of {PREFIX_SOURCES}, got {self.prefix_source!r}")
         dt = self.velocity_dt
         if dt is not None and not (isinstance(dt, int | float) and math.isfinite(dt) and dt > 0):
             raise ConfigError(f"velocity_dt must be None or a finite number > 0, got {dt!r}")
@@ -128,6 +141,9 @@ def build_sample(episode: Episode, t: int, spec: SampleSpec, rng: np.random.Gene
     handoff = bool(spec.prefix_mix and rng.random() < spec.mix_prob)
     prefix_len = min(int(rng.integers(0, spec.d_max + 1)), int(action_mask.sum()) - 1) if handoff else 0
     use_has = bool(handoff and rng.random() < spec.has_prob)
+    if prefix_len and spec.prefix_source == "executed" and episode.plans is not None:
+        executed, _ = padded_labels(episode.labels, np.arange(t + delta, t + delta + prefix_len), spec.velocity_dt)
+        targets = np.concatenate([executed, targets[prefix_len:]])
     return Sample(
         image=episode.images[t],
         state=np.array(state, dtype=np.float32),
