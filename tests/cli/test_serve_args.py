@@ -77,6 +77,7 @@ def test_a_directory_is_served_from_its_path(policy_dir, monkeypatch, flag):
         "compile_mode": None,
         "graphs": None,
         "random_dims": {},
+        "guidance_weight": 5.0,
     }
 
 
@@ -93,7 +94,16 @@ def test_a_preset_is_served_with_random_weights(monkeypatch):
         "compile_mode": None,
         "graphs": None,
         "random_dims": {},
+        "guidance_weight": 5.0,
     }
+
+
+def test_the_rtc_guidance_weight_reaches_the_runtime_and_a_bad_one_is_refused_naming_the_flag():
+    args = parse_args(["serve", "--policy", str(MICRO), "--random-weights", "--guidance-weight", "0.5"])
+    loaded = serve_run.load(serve_run.plan(args), args)
+    assert loaded.runtime.guidance_weight == 0.5
+    with pytest.raises(ConfigError, match=r"--guidance-weight must be in \(0, 1000\]"):
+        serve_run.plan(parse_args(["serve", "--policy", str(MICRO), "--random-weights", "--guidance-weight", "0"]))
 
 
 def test_cuda_graphs_are_chosen_on_a_gpu_and_refused_on_a_cpu(monkeypatch):

@@ -162,3 +162,14 @@ def test_the_sweep_accepts_exactly_the_delays_the_executor_plans_with(mode, acti
         else:
             with pytest.raises(ConfigError):
                 check_cell(executor, delay, horizon)
+
+
+def test_rtcs_guidance_weight_reaches_the_learned_policy_in_the_parent_and_in_each_worker():
+    """--guidance-weight: checked in the parent, given to the learned policy there and in every worker process."""
+    with pytest.raises(ConfigError, match=r"guidance_weight must be in \(0, 1000\]"):
+        config(guidance_weight=0.0)
+    policy = str(shipped_policy_dir("pi05-tiny-sim"))
+    cfg = config(policy=policy, guidance_weight=0.5)
+    assert check_sweep(cfg).runtime.guidance_weight == 0.5
+    sweep._init_worker(cfg.policy, cfg.task, cfg.sim, None, cfg.guidance_weight)
+    assert sweep._WORKER["policy"].runtime.guidance_weight == 0.5

@@ -50,6 +50,7 @@ SWEEP_FLAGS = ConfigFlags(
     "task modes delays episodes seed workers",
     title="the sweep",
     notes={"modes": f"(from {','.join(EXECUTION_MODES)})", "seed": "(default: the first of --split)"},
+    advanced="guidance_weight",
 )
 SPLIT_FLAGS = ConfigFlags(
     EvalOptions,

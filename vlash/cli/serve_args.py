@@ -69,7 +69,7 @@ SERVER_FLAGS = ConfigFlags(
     ServerConfig,
     "bind insecure curve_keys allow_dir max_batch batch_wait_ms max_pending",
     title="server",
-    advanced="schedule steps inject_latency_ms",
+    advanced="schedule steps guidance_weight inject_latency_ms",
 )
 OPENPI_FLAGS = ConfigFlags(
     OpenpiConfig,

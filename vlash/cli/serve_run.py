@@ -107,6 +107,7 @@ def load(served: ServePlan, args: argparse.Namespace) -> LoadedRuntime:
         allow_failed_gate=args.allow_failed_gate,
         threads=served.threads,
         random_dims=served.random_dims,
+        guidance_weight=served.config.guidance_weight,
         **served.engine_options,
     )
 

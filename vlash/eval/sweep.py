@@ -60,6 +60,8 @@ class SweepConfig:
     seed: int = 0  # first episode seed
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # worker processes (1: in this process)
     sim: SimSettings = field(default_factory=SimSettings)  # the simulator: interface, disturbance, arm, camera
+    # rtc with a learned policy: the largest guidance weight (beta; `vlash serve --guidance-weight`)
+    guidance_weight: float = 5.0
 
     def __post_init__(self) -> None:
         if not self.modes or not self.delays:
@@ -72,14 +74,16 @@ class SweepConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
+        if not (math.isfinite(self.guidance_weight) and 0 < self.guidance_weight <= 1000):
+            raise ConfigError(f"guidance_weight must be in (0, 1000], got {self.guidance_weight!r}")
 
 
 _WORKER: dict = {}
 
 
-def load_chunk_policy(policy: str, threads: int = 1):
+def load_chunk_policy(policy: str, threads: int = 1, guidance_weight: float = 5.0):
     """The ChunkPolicy a name stands for: the scripted-expert oracle, or a policy directory (torch on
-    `threads` CPU threads; one per worker process in a sweep)."""
+    `threads` CPU threads, one per worker process in a sweep; rtc's largest guidance weight)."""
     if policy == ORACLE:
         from vlash.eval.policies import OraclePolicy  # extra: sim, server
 
@@ -90,19 +94,19 @@ def load_chunk_policy(policy: str, threads: int = 1):
     from vlash.policies.formats.loading import load_policy  # extra: server
 
     torch.set_num_threads(threads)
-    return LearnedPolicy(load_policy(policy))
+    return LearnedPolicy(load_policy(policy), guidance_weight=guidance_weight)
 
 
-def _build(policy: str, task: str, sim: SimSettings):
-    return make_env(task, seed=0, settings=sim), load_chunk_policy(policy)
+def _build(policy: str, task: str, sim: SimSettings, guidance_weight: float):
+    return make_env(task, seed=0, settings=sim), load_chunk_policy(policy, guidance_weight=guidance_weight)
 
 
-def _init_worker(policy: str, task: str, sim: SimSettings, built=None) -> None:
+def _init_worker(policy: str, task: str, sim: SimSettings, built=None, guidance_weight: float = 5.0) -> None:
     """Build this worker's environment and policy. In a pool it must not raise (that breaks the pool and hides
     the reason): the error is kept and reported by the worker's first job."""
     _WORKER.clear()
     try:
-        _WORKER["env"], _WORKER["policy"] = built if built is not None else _build(policy, task, sim)
+        _WORKER["env"], _WORKER["policy"] = built if built is not None else _build(policy, task, sim, guidance_weight)
     except Exception as exc:  # any failure: reported as one line by _run_job
         _WORKER["error"] = f"worker setup ({policy}, {task}): {_one_line(exc)}"
         return
@@ -177,7 +181,7 @@ def check_sweep(cfg: SweepConfig):
         env = make_env(cfg.task, seed=0, settings=cfg.sim)  # the task's settings are checked when its env is built
     except SimConfigError as exc:
         raise ConfigError(f"simulator settings: {exc}") from None
-    policy = load_chunk_policy(cfg.policy)
+    policy = load_chunk_policy(cfg.policy, guidance_weight=cfg.guidance_weight)
     check_action_interface(policy.action_interface, env.action_interface, cfg.policy)
     check_state(policy.state_names, policy.state_dims, env.state_names, cfg.policy)
     for executor, timing in cells:
@@ -238,7 +242,7 @@ def run_sweep(cfg: SweepConfig, progress: Callable[[int, int], None] | None = No
             workers,
             mp_context=get_context("spawn"),
             initializer=_init_worker,
-            initargs=(cfg.policy, cfg.task, cfg.sim),
+            initargs=(cfg.policy, cfg.task, cfg.sim, None, cfg.guidance_weight),
         ) as pool:
             for i, metrics in enumerate(pool.map(_run_job, jobs, chunksize=max(1, len(jobs) // (8 * workers)))):
                 results.append(metrics)

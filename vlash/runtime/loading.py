@@ -73,6 +73,7 @@ def load_runtime(
     compile_mode: str | None = None,
     graphs: str | None = None,
     random_dims: dict[str, int] | None = None,
+    guidance_weight: float = 5.0,
 ) -> LoadedRuntime:
     """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory: vlash,
     LeRobot or openpi, with `options` for what the latter two do not store). Engines other than torch run an
@@ -87,7 +88,9 @@ def load_runtime(
     if engine != "torch":
         if compile_mode or graphs:
             raise ConfigError(f"compile and CUDA graphs apply to the torch engine, not {engine}")
-        return _load_artifact(checkpoint, engine, device, num_steps, schedule, allow_failed_gate, threads)
+        return _load_artifact(
+            checkpoint, engine, device, num_steps, schedule, allow_failed_gate, threads, guidance_weight
+        )
     if random_weights and policy is None:
         raise ConfigError("--random-weights needs --policy PRESET (e.g. pi05-tiny), not --checkpoint")
     dev = resolve_device(device)
@@ -107,7 +110,7 @@ def load_runtime(
         model_id = policy or path.resolve().name
     load_s = time.perf_counter() - start
     built = create_engine(engine, model=loaded.model, compile_mode=compile_mode, graphs=graphs)
-    runtime = PolicyRuntime(loaded, built, num_steps=num_steps, schedule=schedule)
+    runtime = PolicyRuntime(loaded, built, num_steps=num_steps, schedule=schedule, guidance_weight=guidance_weight)
     params = sum(p.numel() for p in loaded.model.parameters())
     label = precision_label(getattr(loaded.model, "quant_scheme", None), precision)
     return LoadedRuntime(runtime, model_id, label, params, load_s, gate)
@@ -121,6 +124,7 @@ def _load_artifact(
     schedule: str,
     allow_failed_gate: bool,
     threads: int | None,
+    guidance_weight: float,
 ) -> LoadedRuntime:
     if artifact is None or not is_artifact(artifact):
         raise ConfigError(
@@ -134,7 +138,7 @@ def _load_artifact(
     loaded = load_policy(Path(artifact) / POLICY_DIR)  # processor + config (the graphs hold the weights)
     built = create_engine(engine, artifact=artifact, profile=profile, threads=threads)
     load_s = time.perf_counter() - start
-    runtime = PolicyRuntime(loaded, built, num_steps=num_steps, schedule=schedule)
+    runtime = PolicyRuntime(loaded, built, num_steps=num_steps, schedule=schedule, guidance_weight=guidance_weight)
     params = sum(p.numel() for p in loaded.model.parameters())
     return LoadedRuntime(runtime, manifest.policy, manifest.precision_label, params, load_s, gate)
 

@@ -32,6 +32,9 @@ class ServerConfig:
     # the flow schedule of a request that names none
     schedule: str = field(default="constant", metadata={"choices": SCHEDULES})
     steps: int | None = None  # denoise steps; None: the policy's default
+    # rtc: the largest guidance weight (beta, the paper's clip; LeRobot's max_guidance_weight). Lower pulls a new
+    # chunk less toward the previous one (docs/METHODS.md, "rtc": on learned hold 0.5 kept 84% at d = 0, 5 kept 9)
+    guidance_weight: float = 5.0
     inject_latency_ms: float = 0.0  # extra time per batch, spread over prefill + steps (emulates a slower GPU)
     control_rate_hz: float | None = None  # hint in Metadata; None: the policy's metadata or 50 Hz
     curve_keys: Path | None = None  # directory with server.key / server.key_secret: CurveZMQ on
@@ -66,6 +69,9 @@ class ServerConfig:
             raise ConfigError(f"schedule must be one of {[s.value for s in Schedule]}, got {self.schedule!r}") from None
         if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
             raise ConfigError(f"steps must be None or an int >= 1, got {self.steps!r}")
+        beta = self.guidance_weight
+        if not (isinstance(beta, int | float) and math.isfinite(beta) and 0 < beta <= 1000):
+            raise ConfigError(f"guidance_weight must be in (0, 1000], got {beta!r}")
         lat = self.inject_latency_ms
         if not (isinstance(lat, int | float) and math.isfinite(lat) and 0 <= lat <= 60_000):
             raise ConfigError(f"inject_latency_ms must be in [0, 60000], got {lat!r}")
