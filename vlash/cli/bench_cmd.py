@@ -5,8 +5,9 @@ beside each measurement.
 `--device` takes a torch device (cpu, cuda, cuda:N, auto) or a device profile (configs/devices/: cpu, rtx-4090,
 h100, jetson-orin, jetson-thor, ..., or `jetson` to detect Orin / Thor); a profile sets the default engine,
 precision, threads and CUDA graphs, and the floor. `--compile` / `--cuda-graphs` without `--engine` mean the torch
-engine (they apply to no other). On a CPU the floor comes from this host's measured fp32 GEMM rate and copy
-bandwidth (measured once, cached), not from the profile's figures (`--profile-rates`: those)."""
+engine (they apply to no other). On a CPU the floor comes from this host's fastest GEMM kernel per precision
+(torch, oneDNN, onnxruntime; the one that set it is printed) and its copy bandwidth (measured once, cached), not
+from the profile's figures (`--profile-rates`: those)."""
 
 from __future__ import annotations
 
@@ -150,14 +151,15 @@ def print_report(report: BenchReport, console: Console) -> None:
 
 
 def _host_floor(profile: DeviceProfile, threads: int, remeasure: bool, console: Console):
-    """(`profile` with this host's measured GEMM rate and copy bandwidth, the rates): the CPU floor."""
+    """(`profile` with this host's fastest GEMM per precision and copy bandwidth, the rates): the CPU floor."""
     from vlash.devices.host_rates import cached_host_rates, with_host_rates  # extra: server
 
-    with console.status("measuring this host's GEMM rate and memory bandwidth (once; cached)"):
+    with console.status("measuring this host's GEMM kernels and memory bandwidth (once; cached)"):
         rates, cache = cached_host_rates(threads, remeasure=remeasure)
     console.print(
-        f"floor from this host: {rates.gemm_gflops:.0f} GFLOP/s fp32 GEMM, {rates.memory_gbs:.1f} GB/s copy "
-        f"({rates.threads} threads, measured {rates.measured_at}; {cache})"
+        f"floor from this host: {rates.describe()}, {rates.memory_gbs:.1f} GB/s copy "
+        f"({rates.threads} threads, measured {rates.measured_at}; {cache})",
+        soft_wrap=True,
     )
     return with_host_rates(profile, rates), rates
 
