@@ -27,7 +27,7 @@ from robot_io.client import PolicyClient
 from robot_io.dataset import DatasetError, check_dataset, open_dataset
 from robot_io.executors import ExecutorConfig
 from robot_io.executors.images import parse_camera_map
-from robot_io.executors.mode_guide import mode_warning
+from robot_io.executors.mode_guide import help_table, mode_warning
 from robot_io.host_load import HostLoad
 from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
@@ -72,7 +72,8 @@ most --link-timeout-s plus one period after the first unanswered request; when r
 with a first (sync) chunk. Each loss and return is printed with the time of day."""
 
 COMMAND = Command("run", "run a robot (or the simulator) under a remote policy server", DESCRIPTION, GROUPS, RENAMED,
-                  advanced_note=f"the rest: their defaults suit a first run. {LINK_LOSS}")  # fmt: skip
+                  advanced_note=f"the rest: their defaults suit a first run. {LINK_LOSS}\n\nExecution modes (--mode): "
+                  + help_table())  # fmt: skip
 
 
 def check_args(args: argparse.Namespace) -> None:

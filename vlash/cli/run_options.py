@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from robot_io.executors import ExecutorConfig
-from robot_io.executors.mode_guide import help_table
 from robot_io.protocol.endpoints import DEFAULT_ENDPOINT
 from robot_io.robots import SPECS
 from robot_io.run_setup import RunConfig
@@ -70,7 +69,7 @@ EXECUTOR_FLAGS = ConfigFlags(
     "mode execution_horizon action_stride initial_delay adapt_delay prompt",
     title="execution",
     notes={
-        "mode": "(default: {default})\n\n" + help_table(),
+        "mode": "(default: {default}; what each needs and did in the evaluation: the table under 'advanced options')",
         "execution_horizon": "(default: {default}, or half the policy's chunk when that is shorter)",
         "prompt": "(default: the simulated task's)",
         "link_timeout_s": "(keep it above the server's slowest reply)",
