@@ -13,7 +13,6 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-import yaml
 
 from robot_io.executors import EXECUTION_MODES
 from robot_io.executors.mode_guide import (
@@ -28,7 +27,6 @@ from robot_io.executors.mode_guide import (
 from robot_io.protocol import TRAINED_WITH, CameraSpec, Metadata, decode, encode
 from tests.fakes import LoopbackPolicyServer, hold_planner
 from vlash.cli.main import main
-from vlash.runtime.metadata import trained_with
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "eval" / "report"
@@ -81,18 +79,6 @@ def test_a_mode_that_needs_training_warns_when_the_policy_lacks_it_or_does_not_s
     assert "horizon-aware times" in mode_warning("faster", ["future-state", "prefix"], "x")
     assert mode_warning("faster", list(TRAINED_WITH), "x") is None
     assert all(mode_warning(mode, None, "x") is None for mode in ("sync", "naive", "vlash", "rtc", "ensemble"))
-
-
-@pytest.mark.parametrize(("checkpoint", "expected"), [
-    ("pi05-tiny-sim-hold-observable", ["future-state", "prefix", "horizon-aware"]),
-    ("pi05-tiny-sim-hold-observable-baseline", []),
-])  # fmt: skip
-def test_the_server_reads_what_a_checkpoint_was_trained_with_from_its_metadata(checkpoint, expected):
-    metadata = yaml.safe_load((ROOT / "checkpoints" / checkpoint / "config.yaml").read_text())["metadata"]
-    assert trained_with(metadata) == expected
-    assert trained_with({"trained_by": "lerobot"}) is None
-    no_share = {"augment": {"future_state": True, "prefix_mix": True, "mix_prob": 0.0, "has_prob": 0.5}}
-    assert trained_with(no_share) == ["future-state"]
 
 
 def _metadata(trained: list[str] | None) -> Metadata:
