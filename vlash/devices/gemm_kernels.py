@@ -44,9 +44,6 @@ class GemmRate:
     gflops: float  # best product's rate, GFLOP/s (2 n^3 per product; int8: operations)
     median_gflops: float  # median of that size's products
 
-    def describe(self) -> str:
-        return f"{self.gflops:.0f} GFLOP/s {self.precision} ({self.kernel}, {self.size}^3)"
-
 
 Product = Callable[[], object]  # runs one n x n x n product
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from robot_io.protocol import Infer, Limits
 from vlash.eval.link import PlanResult, oracle_result
+from vlash.sampling.guidance_weight_bounds import DEFAULT_GUIDANCE_WEIGHT
 from vlash.sim.oracle import Commanded, ExpertPlanner
 from vlash.sim.robot import SIM_CAMERA
 
@@ -54,7 +55,7 @@ class LearnedPolicy:
     `vlash.runtime.PolicyRuntime`: the same request -> chunk path as the server, each request admitted as every entry
     point admits one (vlash.runtime.admission: a request the server would refuse fails the evaluation)."""
 
-    def __init__(self, policy, num_steps: int | None = None, guidance_weight: float = 5.0) -> None:
+    def __init__(self, policy, num_steps: int | None = None, guidance_weight: float = DEFAULT_GUIDANCE_WEIGHT) -> None:
         from vlash.engines.base import create_engine  # extra: server
         from vlash.runtime.metadata import policy_metadata  # extra: server
         from vlash.runtime.policy_runtime import PolicyRuntime  # extra: server

@@ -30,6 +30,7 @@ from vlash.eval.link import LinkTiming
 from vlash.eval.metrics import EpisodeMetrics, aggregate, episode_metrics
 from vlash.planar_arm import forward
 from vlash.policies.names.source import ORACLE
+from vlash.sampling.guidance_weight_bounds import DEFAULT_GUIDANCE_WEIGHT, check_guidance_weight
 from vlash.sim import make_env
 from vlash.sim.env import TASKS
 from vlash.sim.errors import SimConfigError
@@ -61,7 +62,7 @@ class SweepConfig:
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # worker processes (1: in this process)
     sim: SimSettings = field(default_factory=SimSettings)  # the simulator: interface, disturbance, arm, camera
     # rtc with a learned policy: the largest guidance weight (beta; `vlash serve --guidance-weight`)
-    guidance_weight: float = 5.0
+    guidance_weight: float = DEFAULT_GUIDANCE_WEIGHT
 
     def __post_init__(self) -> None:
         if not self.modes or not self.delays:
@@ -74,14 +75,13 @@ class SweepConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
-        if not (math.isfinite(self.guidance_weight) and 0 < self.guidance_weight <= 1000):
-            raise ConfigError(f"guidance_weight must be in (0, 1000], got {self.guidance_weight!r}")
+        check_guidance_weight(self.guidance_weight)
 
 
 _WORKER: dict = {}
 
 
-def load_chunk_policy(policy: str, threads: int = 1, guidance_weight: float = 5.0):
+def load_chunk_policy(policy: str, threads: int = 1, guidance_weight: float = DEFAULT_GUIDANCE_WEIGHT):
     """The ChunkPolicy a name stands for: the scripted-expert oracle, or a policy directory (torch on
     `threads` CPU threads, one per worker process in a sweep; rtc's largest guidance weight)."""
     if policy == ORACLE:
@@ -101,7 +101,9 @@ def _build(policy: str, task: str, sim: SimSettings, guidance_weight: float):
     return make_env(task, seed=0, settings=sim), load_chunk_policy(policy, guidance_weight=guidance_weight)
 
 
-def _init_worker(policy: str, task: str, sim: SimSettings, built=None, guidance_weight: float = 5.0) -> None:
+def _init_worker(
+    policy: str, task: str, sim: SimSettings, built=None, guidance_weight: float = DEFAULT_GUIDANCE_WEIGHT
+) -> None:
     """Build this worker's environment and policy. In a pool it must not raise (that breaks the pool and hides
     the reason): the error is kept and reported by the worker's first job."""
     _WORKER.clear()

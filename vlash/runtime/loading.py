@@ -25,6 +25,7 @@ from vlash.policies.quantized.manifest import QuantManifest, is_quantized
 from vlash.policies.quantized.schemes import precision_label
 from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.runtime.request import make_infer
+from vlash.sampling.guidance_weight_bounds import DEFAULT_GUIDANCE_WEIGHT
 
 
 @dataclass
@@ -73,7 +74,7 @@ def load_runtime(
     compile_mode: str | None = None,
     graphs: str | None = None,
     random_dims: dict[str, int] | None = None,
-    guidance_weight: float = 5.0,
+    guidance_weight: float = DEFAULT_GUIDANCE_WEIGHT,
 ) -> LoadedRuntime:
     """Exactly one of `policy` (shipped name; a preset with `random_weights`) and `checkpoint` (directory: vlash,
     LeRobot or openpi, with `options` for what the latter two do not store). Engines other than torch run an

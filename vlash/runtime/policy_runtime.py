@@ -49,6 +49,7 @@ from vlash.runtime.batch import PreparedRow, run_rows
 from vlash.runtime.request import Cancelled, ChunkResult, RowEvent, make_infer, planning_state, rows_needed
 from vlash.sampling import FlowSampler, GuidanceConfig, SamplerConfig, Schedule
 from vlash.sampling.batch import Pace, never
+from vlash.sampling.guidance_weight_bounds import DEFAULT_GUIDANCE_WEIGHT
 
 __all__ = ["Cancelled", "ChunkResult", "PolicyRuntime", "RowEvent", "make_infer", "rows_needed"]
 
@@ -62,7 +63,7 @@ class PolicyRuntime:
         engine: Engine,
         num_steps: int | None = None,
         schedule: str = "constant",
-        guidance_weight: float = 5.0,
+        guidance_weight: float = DEFAULT_GUIDANCE_WEIGHT,
     ) -> None:
         self.policy = policy
         self.processor = policy.processor

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from vlash.sampling.guidance_weight_bounds import DEFAULT_GUIDANCE_WEIGHT, check_guidance_weight
 from vlash.sampling.velocity import VelocityFn, eval_velocity
 
 
@@ -27,7 +28,7 @@ class GuidanceConfig:
     """Settings of guided RTC. Guidance needs the constant schedule."""
 
     execution_horizon: int  # s: actions of a chunk executed before the next one takes over (>= 1)
-    max_weight: float = 5.0  # beta: upper clip of the guidance weight (paper: 5-10; LeRobot's default 10), > 0
+    max_weight: float = DEFAULT_GUIDANCE_WEIGHT  # beta: upper clip of the guidance weight (paper: 5-10; LeRobot's 10)
     # True: g through the network's Jacobian (the paper's and Kinetix's form; one VJP per step, the torch engine
     # only); False: v held constant, g = the masked error (LeRobot 0.6.1's form, no autograd)
     vjp: bool = False
@@ -35,8 +36,7 @@ class GuidanceConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.execution_horizon, int) or self.execution_horizon < 1:
             raise ValueError(f"execution_horizon must be an int >= 1, got {self.execution_horizon!r}")
-        if not (math.isfinite(self.max_weight) and self.max_weight > 0):
-            raise ValueError(f"max_weight must be a finite float > 0, got {self.max_weight!r}")
+        check_guidance_weight(self.max_weight, "max_weight")
         if not isinstance(self.vjp, bool):
             raise ValueError(f"vjp must be a bool, got {self.vjp!r}")
 

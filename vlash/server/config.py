@@ -11,6 +11,7 @@ from pathlib import Path
 from robot_io.protocol.endpoints import DEFAULT_ENDPOINT
 from vlash.errors import ConfigError
 from vlash.sampling import Schedule
+from vlash.sampling.guidance_weight_bounds import DEFAULT_GUIDANCE_WEIGHT, check_guidance_weight
 from vlash.server.openpi_mapping import PROFILES, load_map
 
 # tcp://HOST:PORT as libzmq binds it. HOST: "*" (every interface), an IPv4 address, a bracketed IPv6 address, or
@@ -34,7 +35,7 @@ class ServerConfig:
     steps: int | None = None  # denoise steps; None: the policy's default
     # rtc: the largest guidance weight (beta, the paper's clip; LeRobot's max_guidance_weight). Lower pulls a new
     # chunk less toward the previous one (docs/METHODS.md, "rtc": on learned hold 0.5 kept 84% at d = 0, 5 kept 9)
-    guidance_weight: float = 5.0
+    guidance_weight: float = DEFAULT_GUIDANCE_WEIGHT
     inject_latency_ms: float = 0.0  # extra time per batch, spread over prefill + steps (emulates a slower GPU)
     control_rate_hz: float | None = None  # hint in Metadata; None: the policy's metadata or 50 Hz
     curve_keys: Path | None = None  # directory with server.key / server.key_secret: CurveZMQ on
@@ -69,9 +70,7 @@ class ServerConfig:
             raise ConfigError(f"schedule must be one of {[s.value for s in Schedule]}, got {self.schedule!r}") from None
         if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
             raise ConfigError(f"steps must be None or an int >= 1, got {self.steps!r}")
-        beta = self.guidance_weight
-        if not (isinstance(beta, int | float) and math.isfinite(beta) and 0 < beta <= 1000):
-            raise ConfigError(f"guidance_weight must be in (0, 1000], got {beta!r}")
+        check_guidance_weight(self.guidance_weight)
         lat = self.inject_latency_ms
         if not (isinstance(lat, int | float) and math.isfinite(lat) and 0 <= lat <= 60_000):
             raise ConfigError(f"inject_latency_ms must be in [0, 60000], got {lat!r}")
