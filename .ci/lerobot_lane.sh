@@ -13,5 +13,9 @@ PY312="${PY312:-/root/.pyenv/versions/3.12.1/bin/python3.12}"  # any Python 3.12
 # [dataset] on both sides: LeRobotDataset loads what --record-dataset wrote (tests_lerobot/test_dataset.py)
 .venv-lerobot/bin/pip install -q "lerobot[pi,feetech,dataset]==0.6.1" -e ".[lerobot,dataset]" "pytest>=8"
 .venv-lerobot/bin/python -m pytest -q -p no:cacheprovider tests_lerobot
-# tools/bench_vs_lerobot.py --smoke goes here (issue 45 §3) once that tool exists:
-#   .venv-lerobot/bin/python tools/bench_vs_lerobot.py --smoke
+# tools/bench_vs_lerobot.py's CI smoke (it needs LeRobot, so it runs here only): tiny sizes, one round, every row;
+# exits 1 when vlash's actions leave LeRobot's on the same checkpoint. It needs vlash's model side too ([server]),
+# installed after the tests above, so that in a fresh venv they run on the robot computer's install alone; 18 s on
+# the 2-core host under load 3.
+.venv-lerobot/bin/pip install -q -e ".[server,lerobot,dataset]"
+.venv-lerobot/bin/python tools/bench_vs_lerobot.py --smoke

@@ -29,22 +29,19 @@ import argparse
 import functools
 import importlib
 import importlib.util
-import json
 import os
 import platform
 import sys
 import tempfile
-import time
 import types
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 from bench_config_args import add_config_arguments, config_from_args
+from paired_rounds import SEED, Chunk, Disagreement, agreement, interleaved, median_interval, write_json
 
-from vlash.atomic import atomic_write
 from vlash.bench import BenchSettings, roofline_ms
 from vlash.cli.preflight import non_negative_int, positive_int
 from vlash.devices import load_profile
@@ -60,12 +57,6 @@ from vlash.sampling import FlowSampler, SamplerConfig
 OPENPI = "openpi-jax"
 ENGINES = ("torch", "torch-compile", "onnxruntime")  # vlash's engines this tool can time
 TOLERANCE = 1e-3  # fp32 actions, max |diff| (the openpi fixture's suggested check)
-SEED = 0
-Chunk = Callable[[], np.ndarray]
-
-
-class Disagreement(RuntimeError):
-    """An engine's actions are farther from the reference's than the tolerance (or not finite)."""
 
 
 def log(message: str) -> None:
@@ -232,45 +223,6 @@ def _vlash_chunk(engine, sampler: FlowSampler, inputs: Pi05Inputs, noise: torch.
 # ---- agreement, timing, report --------------------------------------------------------------------------------------
 
 
-def agreement(actions: dict[str, np.ndarray], reference: str, tolerance: float) -> dict[str, float]:
-    """max |diff| of every engine's actions from the reference's; raises Disagreement past `tolerance` (NaN too)."""
-    ref = actions[reference]
-    diffs = {}
-    for name, a in actions.items():
-        if a.shape != ref.shape:
-            raise Disagreement(f"{name} returned actions of shape {a.shape}, {reference} {ref.shape}")
-        diffs[name] = float(np.max(np.abs(a.astype(np.float64) - ref))) if a.size else 0.0
-    bad = {n: d for n, d in diffs.items() if not d <= tolerance}  # `not <=`: NaN fails
-    if bad:
-        text = ", ".join(f"{n} max|diff| {d:.3g}" for n, d in bad.items())
-        raise Disagreement(f"actions disagree with {reference} beyond {tolerance:g}: {text}; not timing")
-    return diffs
-
-
-def interleaved(chunks: dict[str, Chunk], rounds: int, warmup: int) -> dict[str, list[float]]:
-    """Per-chunk milliseconds of every engine: `warmup` untimed each, then `rounds` rounds, order rotating."""
-    names = list(chunks)
-    for i in range(warmup):
-        for name in names:
-            chunks[name]()
-        log(f"warm-up {i + 1}/{warmup}")
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            start = time.perf_counter()
-            chunks[name]()
-            times[name].append((time.perf_counter() - start) * 1e3)
-        log(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {times[n][-1]:.1f} ms" for n in names))
-    return times
-
-
-def median_interval(values: list[float], resamples: int = 2000, seed: int = SEED) -> tuple[float, float, float]:
-    """(median, bootstrap 2.5th and 97.5th percentiles of the median)."""
-    v = np.asarray(values, dtype=np.float64)
-    boot = np.median(np.random.default_rng(seed).choice(v, (resamples, v.size)), axis=1)
-    return float(np.median(v)), float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
-
-
 def summarize(times: dict[str, list[float]], reference: str, floor_ms: float, diffs: dict[str, float]) -> list[dict]:
     rows = []
     for name, ms in times.items():
@@ -305,11 +257,6 @@ def markdown(rows: list[dict], reference: str, floor_ms: float) -> str:
         )
     lines.append(f"<!-- floor: chunk {floor_ms:.2f} ms (prefill + steps x step roofline) -->")
     return "\n".join(lines)
-
-
-def write_json(path: Path, doc: dict) -> None:
-    text = json.dumps(doc, indent=2) + "\n"
-    atomic_write(path, lambda f: f.write(text.encode()))
 
 
 def chunk_floor_ms(config: Pi05Config, steps: int, threads: int, profile_rates: bool) -> tuple[float, dict]:
@@ -362,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             log(str(exc))
             return 1
         log("max|diff| vs " + reference + ": " + ", ".join(f"{n} {d:.2g}" for n, d in diffs.items()))
-        times = interleaved(chunks, args.rounds, args.warmup)
+        times = interleaved(chunks, args.rounds, args.warmup, log=log)
     floor_ms, rates = chunk_floor_ms(config, args.steps, threads or torch.get_num_threads(), args.profile_rates)
     rows = summarize(times, reference, floor_ms, diffs)
     versions = {"torch": torch.__version__, "python": platform.python_version()}
