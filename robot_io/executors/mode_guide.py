@@ -68,7 +68,7 @@ GUIDES = (
         ("prefix", "horizon-aware"),
         (REACH_UNTRAINED, 42, 96),
     ),  # fmt: skip
-    ModeGuide("ensemble", "nothing", {HOLD: None, REACH: 90, WHACK: 0}, "events, moving targets"),
+    ModeGuide("ensemble", "nothing", {HOLD: 50, REACH: 90, WHACK: 0}, "events, moving targets, corrections"),
 )
 SYNC_AT_ZERO = {HOLD: 90, REACH: 98, WHACK: 82}  # sync at d = 0: the reference every row is read against
 GUIDE_BY_MODE = {guide.mode: guide for guide in GUIDES}
