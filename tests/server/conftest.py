@@ -19,6 +19,7 @@ from vlash.policies.formats.vlash_dir import save_policy
 from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.weights import build_random
 from vlash.policies.processing.normalization import FeatureNorm, Normalizer, NormMode
+from vlash.policies.processing.transforms import StateActionTransform
 from vlash.runtime.metadata import policy_metadata
 from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.config import ServerConfig
@@ -35,8 +36,11 @@ def _few_threads():
         yield
 
 
-def write_policy(directory: Path, relative: bool = False, preset: str | Path = MICRO) -> Path:
-    """A random-weight pi0.5 policy directory with 2 action/state dims and non-trivial quantile stats."""
+def write_policy(
+    directory: Path, relative: bool = False, preset: str | Path = MICRO, transform: StateActionTransform | None = None
+) -> Path:
+    """A random-weight pi0.5 policy directory with 2 action/state dims and non-trivial quantile stats (planning
+    through `transform` when given)."""
     tok = train_wordlevel_tokenizer(directory / "tok")
     stats = {"q01": np.array([-1.0, 0.0], np.float32), "q99": np.array([3.0, 2.0], np.float32)}
     norm = Normalizer(
@@ -45,7 +49,14 @@ def write_policy(directory: Path, relative: bool = False, preset: str | Path = M
     model = build_random(load_preset(preset), seed=3)
     mask = (True, True) if relative else None
     return save_policy(
-        directory / "policy", model, norm, tok / "tokenizer.json", action_dims=2, state_dims=2, relative_mask=mask
+        directory / "policy",
+        model,
+        norm,
+        tok / "tokenizer.json",
+        action_dims=2,
+        state_dims=2,
+        relative_mask=mask,
+        transform=transform,
     )
 
 

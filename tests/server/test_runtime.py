@@ -8,14 +8,17 @@ import torch
 from msgspec.structs import replace
 
 from robot_io.protocol import Infer
-from tests.server.conftest import PROMPT, STEPS, image, make_runtime
+from tests.server.conftest import PROMPT, STEPS, image, make_runtime, write_policy
 from vlash.eval.policies import LearnedPolicy
 from vlash.policies.formats.loading import load_policy
 from vlash.policies.processing.processor import Observation
+from vlash.policies.processing.task_space import PlanarArmTaskSpace, PlanarArmVelocityTaskSpace
 from vlash.runtime.policy_runtime import PolicyRuntime, make_infer
 from vlash.sampling import FlowSampler, GuidanceConfig, SamplerConfig
 
 STATE = np.array([0.5, 1.25], np.float32)
+# the simulator's planar arm (vlash.sim ArmConfig), planning end-effector velocities
+ARM_VELOCITY = PlanarArmVelocityTaskSpace(PlanarArmTaskSpace((0.5, 0.4), ((-6.3, 6.3), (-2.8, 2.8))), 1 / 30)
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +139,27 @@ def test_a_learned_policy_goes_through_the_runtime_and_matches_the_old_path(rela
     for infer in requests:
         expected = _reference_plan(learned.policy, infer, STEPS)
         np.testing.assert_array_equal(plan(infer).actions, expected)
+
+
+@pytest.fixture(scope="module")
+def velocity_runtime(tmp_path_factory) -> PolicyRuntime:
+    return make_runtime(write_policy(tmp_path_factory.mktemp("velocity"), transform=ARM_VELOCITY))
+
+
+@pytest.mark.parametrize("schedule", ["constant", "horizon-aware"])
+def test_rows_after_a_prefix_run_from_where_the_prefix_leaves_a_velocity_task_space_policy(velocity_runtime, schedule):
+    """A policy planning end-effector velocities maps row i to joint velocities at the state rows [0, i) lead to:
+    the chunk is the whole model chunk converted from the planning state, the committed prefix included, whether its
+    rows come as one piece (constant) or several (horizon-aware). Each piece converted on its own from the planning
+    state (before issue 44) is rows off by up to 25 rad/s here, and cost hold's learned `prefix` mode most of its
+    success."""
+    prefix = np.tile(np.array([[2.0, -1.5]], np.float32), (4, 1))  # 0.27 / -0.2 rad before the model's first row
+    infer = _request(velocity_runtime, prefix=prefix, schedule=schedule, seed=3)
+    pieces, result = _stream(velocity_runtime, infer)
+    assert len(pieces) == 1 if schedule == "constant" else len(pieces) > 2
+    expected = _reference_plan(velocity_runtime.policy, infer, STEPS)
+    np.testing.assert_allclose(result.actions, expected, rtol=0, atol=1e-4)
+    assert result.actions[:4].tobytes() == prefix.tobytes()
 
 
 def test_the_runtime_runs_an_infer_as_it_is_and_an_empty_prefix_is_no_prefix(runtime):

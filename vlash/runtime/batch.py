@@ -73,6 +73,7 @@ class _Batch:
         self.engine, self.processor, self.rows, self.t0 = engine, processor, rows, t0
         self.t1 = self.t2 = t0  # prefill started, prefill ended
         self.chunks = [_empty_chunk(row, processor.action_dims) for row in rows]
+        self.model_rows = [_model_rows(row) for row in rows]  # each row's final model-space rows so far (CPU)
         self.post_s = [0.0] * len(rows)
         self.first_s: list[float | None] = [None] * len(rows)
         self._cache: PrefixCache | None = None  # the prefill's, every row
@@ -118,10 +119,16 @@ class _Batch:
         return self._selected
 
     def _final(self, final: RowEvent[Tensor, SampleResult]) -> RowEvent[np.ndarray, ChunkResult]:
-        """Model-space actions that became final -> robot units, written into the row's chunk."""
+        """Model-space actions that became final -> robot units, written into the row's chunk. The rows are converted
+        with every final row before them (the committed prefix included), as the whole chunk would be: a policy that
+        plans velocities in another space (PlanarArmVelocityTaskSpace) maps row i at the state rows [0, i) lead to,
+        so a piece converted on its own from the planning state would be mapped as if it ran first."""
         assert final.actions is not None
         j, start = final.row, time.perf_counter()
-        actions = self.processor.postprocess(final.actions[None], self.rows[j].state[None])[0].astype(np.float32)
+        model = self.model_rows[j]
+        model[final.start : final.stop] = final.actions.detach().float().cpu()
+        whole = self.processor.postprocess(model[None, : final.stop], self.rows[j].state[None])[0]
+        actions = whole[final.start :].astype(np.float32)
         self.chunks[j][final.start : final.stop] = actions
         now = time.perf_counter()
         self.post_s[j] += now - start
@@ -149,6 +156,16 @@ def _empty_chunk(row: PreparedRow, action_dims: int) -> np.ndarray:
     if row.prefix is not None and len(row.prefix):
         chunk[: len(row.prefix)] = row.prefix
     return chunk
+
+
+def _model_rows(row: PreparedRow) -> Tensor:
+    """fp32 [H, A] on the CPU: the committed prefix as the plan holds it (normalized, padded) at [0, d), zeros after
+    (each event's final rows are written in as they come)."""
+    d = row.plan.prefix_lens[0]
+    rows = torch.zeros(row.plan.x0.shape[1:], dtype=torch.float32)
+    if d:
+        rows[:d] = row.plan.x0[0, :d].float().cpu()
+    return rows
 
 
 def _batch_inputs(parts: list[Pi05Inputs], pad: int) -> Pi05Inputs:
