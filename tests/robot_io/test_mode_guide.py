@@ -73,7 +73,7 @@ def test_run_help_shows_the_table_under_mode_unwrapped_on_an_80_column_terminal(
 
 def test_a_mode_that_needs_training_warns_when_the_policy_lacks_it_or_does_not_say():
     lacks = mode_warning("prefix", ["future-state"], "hold-baseline")
-    assert lacks and "committed prefixes" in lacks and "trained without them" in lacks and "8% at d = 4" in lacks
+    assert lacks and "committed prefixes" in lacks and "trained without them" in lacks and "30% at d = 4" in lacks
     unknown = mode_warning("faster", None, "lerobot/pi05_base")
     assert unknown and "committed prefixes and horizon-aware times" in unknown and "does not say" in unknown
     assert "horizon-aware times" in mode_warning("faster", ["future-state", "prefix"], "x")
