@@ -23,7 +23,8 @@ on robot-unit actions, --bf16-tolerance on normalized bf16 actions) the tool exi
 Timed regions (the same work on both sides):
 - model rows: LeRobot's `predict_action_chunk(batch)` on the batch its preprocessor made (it scales the images to
   [-1, 1] itself, then prefill and --steps Euler steps) beside vlash's torch engine (eager) prefill + the same steps
-  (constant schedule) on the inputs vlash's processor made (images already scaled). Tokenizing, normalizing and
+  (constant schedule, the time given once per row as on both sides' serving paths) on the inputs vlash's processor
+  made (images already scaled). Tokenizing, normalizing and
   unnormalizing are outside.
 - pipeline rows (--pipeline): everything from the raw observation (uint8 images, state, task) to robot-unit actions:
   LeRobot's prepare_observation_for_inference + preprocessor + predict_action_chunk + postprocessor beside vlash's

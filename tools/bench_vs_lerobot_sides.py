@@ -109,10 +109,11 @@ class VlashSide:
 
     @torch.no_grad()
     def model_chunk(self, inputs, noise: torch.Tensor) -> np.ndarray:
-        """Normalized actions [1, H, action dims]: prefill + the Euler steps on prepared inputs."""
+        """Normalized actions [1, H, action dims]: prefill + the Euler steps on prepared inputs, the time given once per
+        row (`shared_time`, as the serving path and LeRobot's denoise step give it with the constant schedule)."""
         cache = self.engine.prefill(inputs)
         step = lambda x, tau: self.engine.denoise_step(x, tau, cache)  # noqa: E731
-        result = self.sampler.sample(step, noise, synchronize=self.engine.synchronize)
+        result = self.sampler.sample(step, noise, synchronize=self.engine.synchronize, shared_time=True)
         return result.actions[..., : self.processor.action_dims].float().numpy()
 
     def pipeline_chunk(self, obs: RawObservation) -> np.ndarray:
