@@ -183,3 +183,17 @@ def test_a_state_with_extras_keeps_them_past_the_transformed_joints(tiny, tokeni
     padded = torch.zeros(2, 8, tiny.config.action_dim)
     padded[..., :2] = torch.from_numpy(model_actions)
     np.testing.assert_allclose(ee.postprocess(padded, states), actions, atol=1e-4)
+
+
+@pytest.mark.parametrize("space", [None, SPACE, VELOCITY], ids=["joints", "positions", "velocities"])
+def test_postprocess_from_a_row_on_gives_those_rows_of_the_whole_chunk(tiny, tokenizer_dir, space):
+    # the runtime converts a streamed piece with the rows before it as context: rows [first, H) as in the whole chunk
+    processor = _processor(tiny.config, tokenizer_dir, space)
+    state = np.array([[0.3, 1.1]], np.float32)
+    model = torch.zeros(1, 12, tiny.config.action_dim)
+    model[..., :2] = torch.from_numpy(np.random.default_rng(7).normal(0.0, 0.8, (1, 12, 2)).astype(np.float32))
+    whole = processor.postprocess(model, state)
+    for first in (0, 4, 11):
+        assert np.array_equal(processor.postprocess(model, state, first=first), whole[:, first:])
+    if space is VELOCITY:  # the rows before matter: converted alone, the same rows are another motion
+        assert not np.allclose(processor.postprocess(model[:, 4:], state), whole[:, 4:], atol=1e-3)

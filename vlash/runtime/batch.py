@@ -119,16 +119,16 @@ class _Batch:
         return self._selected
 
     def _final(self, final: RowEvent[Tensor, SampleResult]) -> RowEvent[np.ndarray, ChunkResult]:
-        """Model-space actions that became final -> robot units, written into the row's chunk. The rows are converted
-        with every final row before them (the committed prefix included), as the whole chunk would be: a policy that
-        plans velocities in another space (PlanarArmVelocityTaskSpace) maps row i at the state rows [0, i) lead to,
-        so a piece converted on its own from the planning state would be mapped as if it ran first."""
+        """Model-space actions that became final -> robot units, written into the row's chunk. The processor gets every
+        final row before them (the committed prefix included) as context, as in the whole chunk: a policy that plans
+        velocities in another space (PlanarArmVelocityTaskSpace) maps row i at the state rows [0, i) lead to, so a
+        piece converted on its own from the planning state would be mapped as if it ran first."""
         assert final.actions is not None
         j, start = final.row, time.perf_counter()
         model = self.model_rows[j]
         model[final.start : final.stop] = final.actions.detach().float().cpu()
-        whole = self.processor.postprocess(model[None, : final.stop], self.rows[j].state[None])[0]
-        actions = whole[final.start :].astype(np.float32)
+        state = self.rows[j].state[None]
+        actions = self.processor.postprocess(model[None, : final.stop], state, first=final.start)[0].astype(np.float32)
         self.chunks[j][final.start : final.stop] = actions
         now = time.perf_counter()
         self.post_s[j] += now - start

@@ -160,9 +160,13 @@ class Pi05Processor:
             mask.append(name in obs.images)
         return out, mask
 
-    def postprocess(self, actions: torch.Tensor, states: np.ndarray | None = None) -> np.ndarray:
-        """Model actions fp32 [B, H, action_dim] (normalized, padded) -> absolute robot units [B, H, action_dims];
-        `states` [B, D] are the states the observations carried (needed by relative policies)."""
+    def postprocess(self, actions: torch.Tensor, states: np.ndarray | None = None, first: int = 0) -> np.ndarray:
+        """Model actions fp32 [B, H, action_dim] (normalized, padded) -> absolute robot units [B, H - first,
+        action_dims]: rows [first, H) of the chunk; `states` [B, D] are the states the observations carried (needed
+        by relative policies). Rows before `first` are context only: each row is its own without a transform, and
+        with one (velocities in another space) a row maps at the state the rows before it lead to."""
+        if self.transform is None:
+            actions = actions[..., first:, :]  # the rows before change nothing: not converted again
         real = actions[..., : self.model_action_dims].detach().float().cpu().numpy()
         out = self.normalizer.unnormalize(self.action_key, real)
         offset = self._state_offset(states, out.shape)
@@ -171,4 +175,5 @@ class Pi05Processor:
             return out
         if states is None:
             raise ShapeError(f"this policy plans through transform {self.transform.kind!r}: pass the request's state")
-        return self.transform.to_robot(out, np.asarray(states, dtype=np.float32)[..., : self.transform.robot_dims])
+        robot = self.transform.to_robot(out, np.asarray(states, dtype=np.float32)[..., : self.transform.robot_dims])
+        return robot[..., first:, :]
