@@ -53,9 +53,10 @@ import torch
 from bench_vs_lerobot_build import TINY, Sizes, build_checkpoint, lerobot_config, real_widths, serve_tokenizer_offline
 from bench_vs_lerobot_report import markdown, summarize
 from bench_vs_lerobot_sides import LeRobotSide, VlashSide, random_observation, seed_noise
-from paired_rounds import Disagreement, agreement, cpu_model, interleaved, load_average, write_json
+from paired_rounds import Disagreement, agreement, interleaved, load_average, write_json
 
 from vlash.cli.preflight import non_negative_int, positive_int
+from vlash.devices.host_rates import cpu_model
 
 SEED = 0
 OBS_SEED = 1234  # the observation's, and the noise's (as a request's seed)

@@ -95,8 +95,9 @@ def serve_tokenizer_offline(cache: Path) -> None:
     os.environ.update(HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
 
 
-def lerobot_config(cameras: int, horizon: int, prompt_len: int, steps: int, dtype: str = "float32"):
-    """PI05Config for an SO-101-like robot: `cameras` 224x224 cameras, state and action 6, quantile norms."""
+def lerobot_config(cameras: int, horizon: int, prompt_len: int, steps: int):
+    """PI05Config for an SO-101-like robot: `cameras` 224x224 cameras, state and action 6, quantile norms, fp32 (a
+    side loads it at its own dtype)."""
     from lerobot.configs.types import FeatureType, PolicyFeature
     from lerobot.policies.pi05.configuration_pi05 import PI05Config
 
@@ -109,7 +110,7 @@ def lerobot_config(cameras: int, horizon: int, prompt_len: int, steps: int, dtyp
         n_action_steps=horizon,
         tokenizer_max_length=prompt_len,
         num_inference_steps=steps,
-        dtype=dtype,
+        dtype="float32",
         device="cpu",
     )
 

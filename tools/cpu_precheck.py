@@ -135,13 +135,12 @@ def run_worker(job: dict, need_gib: float, wait_s: float) -> dict:
 def environment(args: argparse.Namespace, load_before: str) -> dict:
     import torch
 
+    from vlash.devices.host_rates import cpu_model
     from vlash.policies.pi05.config import load_preset
 
     cfg = load_preset(args.policy)
-    lines = Path("/proc/cpuinfo").read_text().splitlines()
-    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
     return {
-        "cpu": cpu or "unknown CPU",
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "torch": torch.__version__,
         "threads": args.threads or torch.get_num_threads(),

@@ -73,15 +73,6 @@ def write_json(path: Path, doc: dict) -> None:
     atomic_write(path, lambda f: f.write(text.encode()))
 
 
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo; "unknown CPU" elsewhere)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return "unknown CPU"
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown CPU")
-
-
 def load_average() -> str:
     """The 1, 5 and 15 minute load averages, "a / b / c"."""
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())

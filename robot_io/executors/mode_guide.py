@@ -1,6 +1,7 @@
 """What each execution mode needs from the policy, and what it did in the evaluation: one table, shown by
-`vlash run --help` (under "advanced options", which --mode points to) and in docs/METHODS.md ("Execution modes at a glance"), and the one-line warning
-`vlash run` prints when the served policy was not trained for the mode it is asked to run.
+`vlash run --help` (under "advanced options", which --mode points to) and in docs/METHODS.md ("Execution modes at a
+glance"), and the one-line warning `vlash run` prints when the served policy was not trained for the mode it is asked
+to run.
 
 The numbers are cells of the shipped evaluation (docs/eval/report/*.json.gz, report seeds, d = 4 control steps at
 30 Hz); tests/robot_io/test_mode_guide.py checks each against its JSON and METHODS.md's table against this one.
