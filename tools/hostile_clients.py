@@ -6,8 +6,9 @@ KIND ...`) so that its Python work is not the measured robot's GIL: what issue 4
     openpi-bombs       4 openpi websocket clients, each sending hostile frames back to back (16 MiB of empty lists,
                        a map 995 deep, 2**20 keys), reconnecting after every refusal
 
-A kind runs until SIGTERM, prints "ready" on stdout once every client has connected, and at its end one JSON line of
-counts: sent, answered (a reply of any kind), refused (an error reply or a refusal at connect).
+A kind runs until SIGTERM, prints "ready" on stdout once every client has connected, "answered" once the server has
+replied to it the first time, and at its end one JSON line of counts: sent, answered (a reply of any kind), refused
+(an error reply or a refusal at connect).
 """
 
 from __future__ import annotations
@@ -44,13 +45,17 @@ class Counts:
     sent: int = 0
     answered: int = 0
     refused: int = 0  # error replies, and connections the endpoint refused
+    on_first_answer: Callable[[], None] = lambda: None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
 
     def add(self, sent: int = 0, answered: int = 0, refused: int = 0) -> None:
         with self._lock:
+            first = self.answered == 0 and answered > 0
             self.sent, self.answered, self.refused = self.sent + sent, self.answered + answered, self.refused + refused
+            if first:
+                self.on_first_answer()
 
 
 def _bombs() -> list[bytes]:
@@ -153,7 +158,7 @@ def openpi_bombs(url: str, stop: threading.Event, counts: Counts, ready: Callabl
 
 def run_hostile(kind: str, endpoint: str, openpi_url: str) -> int:
     """The `--hostile KIND` process: run until SIGTERM, then print the counts."""
-    stop, counts = threading.Event(), Counts()
+    stop, counts = threading.Event(), Counts(on_first_answer=lambda: print("answered", flush=True))
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
     def ready() -> None:
@@ -169,19 +174,31 @@ def run_hostile(kind: str, endpoint: str, openpi_url: str) -> int:
     return 0
 
 
-def start_hostile(kind: str, endpoint: str, openpi_url: str, tool: str) -> tuple:
-    """The `kind` process, started and running (its "ready" read); (Popen, the thread reading its output, lines)."""
+@dataclass
+class Hostile:
+    """A running `--hostile KIND` process and what it has printed."""
+
+    kind: str
+    proc: subprocess.Popen
+    reader: threading.Thread
+    lines: list[str]
+    answered: threading.Event  # set once the server has replied to it
+
+
+def start_hostile(kind: str, endpoint: str, openpi_url: str, tool: str, nice: int = NICE) -> Hostile:
+    """The `kind` process at niceness `nice`, started and running (its "ready" read)."""
     cmd = [sys.executable, tool, "--hostile", kind, "--endpoint", endpoint, "--openpi-url", openpi_url]
     # niced: on a real robot network the attacker's own CPU is another machine's, not the server's cores
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.nice(NICE))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.nice(nice))
     lines: list[str] = []
-    ready = threading.Event()
+    ready, answered = threading.Event(), threading.Event()
 
     def read() -> None:
         for line in proc.stdout:
             lines.append(line.strip())
-            if line.strip() == "ready":
-                ready.set()
+            said = {"ready": ready, "answered": answered}.get(line.strip())
+            if said is not None:
+                said.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -190,17 +207,24 @@ def start_hostile(kind: str, endpoint: str, openpi_url: str, tool: str) -> tuple
         if proc.poll() is not None or time.monotonic() - began > 120:
             proc.kill()
             raise RuntimeError(f"hostile client {kind} never got ready (exit {proc.poll()})")
-    return proc, reader, lines
+    return Hostile(kind, proc, reader, lines, answered)
 
 
-def stop_hostile(proc, reader, lines: list[str]) -> dict:
+def wait_answered(hostile: Hostile, timeout_s: float) -> None:
+    """Return once the server has replied to `hostile`; RuntimeError (the process stopped) after `timeout_s`."""
+    if not hostile.answered.wait(timeout_s):
+        stop_hostile(hostile)
+        raise RuntimeError(f"the server answered no {hostile.kind} frame in {timeout_s:g} s")
+
+
+def stop_hostile(hostile: Hostile) -> dict:
     """SIGTERM the process, wait, and return its counts."""
-    proc.terminate()
+    hostile.proc.terminate()
     try:
-        proc.wait(TIMEOUT_S + 10)
+        hostile.proc.wait(TIMEOUT_S + 10)
     except Exception:  # noqa: BLE001 - a client stuck past its own timeouts is killed
-        proc.kill()
-        proc.wait()
-    reader.join(5)
-    counts = [line for line in lines if line.startswith("{")]
+        hostile.proc.kill()
+        hostile.proc.wait()
+    hostile.reader.join(5)
+    counts = [line for line in hostile.lines if line.startswith("{")]
     return json.loads(counts[-1]) if counts else {}
