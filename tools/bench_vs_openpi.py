@@ -216,7 +216,9 @@ def vlash_chunks(model: Pi05Model, names: list[str], inputs, noise, steps: int, 
 @torch.no_grad()
 def _vlash_chunk(engine, sampler: FlowSampler, inputs: Pi05Inputs, noise: torch.Tensor) -> np.ndarray:
     cache = engine.prefill(inputs)
-    result = sampler.sample(lambda x, tau: engine.denoise_step(x, tau, cache), noise, synchronize=engine.synchronize)
+    step = lambda x, tau: engine.denoise_step(x, tau, cache)  # noqa: E731
+    # one flow time per row, as the serving path gives it with the constant schedule (and openpi's sample_actions)
+    result = sampler.sample(step, noise, synchronize=engine.synchronize, shared_time=True)
     return result.actions.numpy()
 
 
