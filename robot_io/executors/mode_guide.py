@@ -51,7 +51,7 @@ GUIDES = (
         "prefix",
         "training with prefixes",
         {HOLD: 26, REACH: 94, WHACK: None},
-        "velocity actions (below naive on hold even when trained)",
+        "velocity actions (below naive on hold even when trained; use faster)",
         ("prefix",),
         (HOLD_UNTRAINED, 30, 48),
     ),  # fmt: skip
