@@ -87,7 +87,9 @@ def help_table() -> str:
     return "\n".join([
         f"success % at d = {DELAY}, report seeds (sync at d = 0: {reference}); hold: a learned policy, velocities "
         "under a load; reach: a learned policy, positions; whack: the scripted expert, targets that pop up",
-        "", head, *rows, "", "when not to use each: docs/METHODS.md, \"Execution modes at a glance\"",
+        "", head, *rows, "",
+        "velocity actions: prefix and rtc pull the new chunk toward the previous plan; use vlash or faster.", "",
+        "when not to use each: docs/METHODS.md, \"Execution modes at a glance\"",
     ])  # fmt: skip
 
 

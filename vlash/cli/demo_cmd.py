@@ -130,12 +130,12 @@ def run(args: argparse.Namespace) -> int:
     replacing = check_plot(args.plot)
     if args.record is not None:
         check_output_file(args.record, "--record")
+    server_args = serve_args(args)  # a bad --checkpoint is said before anything else is printed
     console = Console()
     if replacing:
         console.print(
             f"vlash demo: {args.plot} holds an earlier vlash demo's plot; this run replaces it", soft_wrap=True
         )
-    server_args = serve_args(args)
     console.print(f"vlash demo: starting the policy server ({' '.join(server_args[:2])}) ...", soft_wrap=True)
     with ExitStack() as stack:
         recording = None if args.record is None else stack.enter_context(_recording(args.record))
