@@ -13,9 +13,10 @@ websocket flood, the openpi bombs) runs in a process of its own, started, connec
 before a cell's --warmup-s (so every row measures the robot beside a client the server is serving), and stopped after
 it. Target: the robot's p50 beside every hostile kind <= 2x its p50 alone, and >= 90% of its chunks.
 A robot that waits longer asks less often (its next request follows the reply), so the table gives both its chunks
-of the requests it sent and its chunks against the same window alone. Each hostile process runs at nice 19: on a real
-network the attacker's own CPU is another machine's, and here it would otherwise take the server's cores (--quick, a
-smoke run whose numbers are not kept, runs them at nice 0 so that a loaded CI machine cannot starve them).
+of the requests it sent and its chunks against the same window alone. Each hostile process runs at nice 19
+(--hostile-nice): on a real network the attacker's own CPU is another machine's, and here it would otherwise take the
+server's cores (--quick, a smoke run whose numbers are not kept, runs them at nice 0 so that a loaded CI machine
+cannot starve them).
 Progress goes to stderr; a markdown table (with the CPU, the load average and the threads) to stdout; --out gets
 the rows and every latency (written atomically).
 """
@@ -144,8 +145,9 @@ def run_cell(scenario: str, server: Server, robot: Robot, args: argparse.Namespa
     hostile = None
     if scenario != ALONE:
         hostile = start_hostile(scenario, server.endpoint, server.openpi_url, __file__, args.hostile_nice)
-        wait_answered(hostile, FIRST_ANSWER_S)  # a loaded machine can take seconds to reach a niced client's frames
     try:
+        if hostile:  # a loaded machine can take seconds to reach a niced client's frames
+            wait_answered(hostile, FIRST_ANSWER_S)
         robot.run(args.warmup_s)
         measured = robot.run(args.duration_s)
     finally:

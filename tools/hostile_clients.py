@@ -211,9 +211,8 @@ def start_hostile(kind: str, endpoint: str, openpi_url: str, tool: str, nice: in
 
 
 def wait_answered(hostile: Hostile, timeout_s: float) -> None:
-    """Return once the server has replied to `hostile`; RuntimeError (the process stopped) after `timeout_s`."""
+    """Return once the server has replied to `hostile`; RuntimeError after `timeout_s` (the caller stops it)."""
     if not hostile.answered.wait(timeout_s):
-        stop_hostile(hostile)
         raise RuntimeError(f"the server answered no {hostile.kind} frame in {timeout_s:g} s")
 
 

@@ -89,6 +89,22 @@ def test_a_plot_an_earlier_demo_wrote_is_replaced(tmp_path):
     assert check_plot(tmp_path / "demo.png") and not check_plot(tmp_path / "new.png")
 
 
+def test_a_bad_checkpoint_is_said_before_an_earlier_plot_is_announced_as_replaced(capsys, tmp_path):
+    import matplotlib.pyplot as plt
+
+    from vlash.demo.plot import PLOT_SOFTWARE
+
+    fig = plt.figure()
+    fig.savefig(tmp_path / "demo.png", metadata={"Software": PLOT_SOFTWARE})
+    plt.close(fig)
+    before = (tmp_path / "demo.png").read_bytes()
+    nope = tmp_path / "nope"
+    assert main(["demo", "--checkpoint", str(nope), "--plot", str(tmp_path / "demo.png")]) == 2
+    said = capsys.readouterr()
+    assert said.out == "" and f"--checkpoint {str(nope)!r} is not a directory" in said.err, said
+    assert (tmp_path / "demo.png").read_bytes() == before
+
+
 def test_the_demo_keeps_every_tick_and_chunk_of_its_runs_for_the_plot():
     config = DemoConfig(duration_s=20.0, rate_hz=30.0).run_config("faster")
     assert config.trace_ticks > 600 and config.executor.record_window > 600  # 600 ticks, at most one chunk each
