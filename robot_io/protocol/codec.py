@@ -25,8 +25,13 @@ from robot_io.protocol.messages import (
     bad_message,
     bad_value,
 )
-from robot_io.protocol.msgpack_items import map_count
-from robot_io.protocol.refusals import MAX_HEADER_DEPTH, header_refusal, version_refusal
+from robot_io.protocol.refusals import (
+    MAX_HEADER_DEPTH,
+    check_entries,
+    field_refusal,
+    header_refusal,
+    version_refusal,
+)
 from robot_io.protocol.wire import (
     BODY_KEYS,
     HEADER_ENCODER,
@@ -105,24 +110,24 @@ def _pack_header(mtype: MessageType, body: dict, descriptors: list[dict]) -> byt
 
 
 def _decode_header(views: Sequence[memoryview], limits: Limits) -> tuple[MessageType, Any, Any]:
-    """The header (the first of `views`) decoded into its message type's structs, and its body; else its refusal
-    (refusals.py), which names the first fault in the protocol's order, whichever one the decode met."""
+    """The header (the first of `views`) decoded into its message type's structs, and its body; else the refusal of
+    the first fault the decoder met (refusals.py), the version's first."""
     types, view = header_types(limits), views[0]
     try:
         header = types.decoder.decode(view)
-        if header.v != PROTOCOL_VERSION:
-            raise version_refusal(header.v)
-        mtype = types.message_types[type(header)]
+    except (msgspec.DecodeError, ValueError, RecursionError) as error:  # ValidationError is a DecodeError
+        raise header_refusal(view, error) from None
+    if header.v != PROTOCOL_VERSION:
+        raise version_refusal(header.v)
+    if view[0] != FIXMAP_OF_HEADER:  # a header of 4 entries is packed as a fixmap, unless its sender chose longer
+        check_entries("header", view, len(HEADER_KEYS))
+    mtype = types.message_types[type(header)]
+    if memoryview(header.body)[0] != BODY_FIRST_BYTE[mtype]:
+        check_entries(f"{mtype.value}.body", header.body, BODY_ENTRIES[mtype])
+    try:
         body = types.body_decoders[mtype].decode(header.body)
-    except (msgspec.DecodeError, ValueError, RecursionError):  # ValidationError is a DecodeError; UnicodeDecodeError
-        raise header_refusal(view, views, limits) from None
-    # Every key of these structs is required and none other is allowed, so a map of more entries holds a key twice
-    # (which msgspec would read as the last one): refused, as the refusal path refuses it. The first byte says it
-    # (a fixmap's count), unless a sender packed a short map as a map16.
-    if (view[0] != FIXMAP_OF_HEADER and map_count(view) != len(HEADER_KEYS)) or (
-        memoryview(header.body)[0] != BODY_FIRST_BYTE[mtype] and map_count(header.body) != BODY_ENTRIES[mtype]
-    ):
-        raise header_refusal(view, views, limits)
+    except (msgspec.DecodeError, ValueError, RecursionError) as error:
+        raise field_refusal(f"{mtype.value}.body", error, types.bodies[mtype]) from None
     for field, unique in UNIQUE[mtype]:
         keys = [getattr(item, unique.key) for item in getattr(body, field)]
         check_unique(f"{mtype.value}.body.{field}", unique, keys)

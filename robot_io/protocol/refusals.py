@@ -1,43 +1,45 @@
-"""Why a header frame is refused: its ErrorCode and one line naming the field, for a header that did not decode into
-its message type's structs (wire.py), or that holds a key twice. This runs only for a refused header.
+"""Why a header is refused: the decoder's own error as an ErrorCode and one line naming the field.
 
-A refusal costs less than a valid request (docs/STYLE.md 16): the header is never decoded whole again. It is
-explained stage by stage, each stage a typed msgspec decode in C of only what it needs, the rest left a msgspec.Raw
-that msgspec steps over without building anything inside it (a map's entries are read so, and a list's or a map's
-length from its first bytes, before any item: msgpack_items.py). So a refusal builds a bounded number of Python
-objects, however many items a container of the header holds. The stages, in the protocol's order whatever order the
-sender wrote the keys in (docs/PROTOCOL.md, "Error codes"): the header is a msgpack map with str keys; then `v`
-(BAD_VERSION whatever the rest holds, so a later version may change the rest freely); then the header's keys (one
-missing, extra or twice) and type; then the body's keys (the same), and its fields in their declared order
-(messages.py), each decoded with its own type, a list or a map checked for its length before its items and a
-map's keys before its values (a `Unique` list then for its items' keys); then the descriptor count, and each
-descriptor followed by the checks of its frame (arrays.py). A field of the wrong msgpack type, or a key missing,
-extra or twice, is BAD_MESSAGE; the right type with a value out of bounds BAD_VALUE. A map inside the body or a
-descriptor may hold a key twice, as msgspec reads it: every value is checked, the last one kept.
+msgspec decodes a header into its message type's structs (wire.py) in C and stops at the first element that does not
+fit, saying what it expected and where. A refusal is made from that error alone, nothing is decoded again, so a
+refusal costs no more than the decode that met it: a 64 KiB header of 65,531 empty lists is refused at its first byte,
+and no refusal builds an object per item of a container (a length is checked before the items). Two things are read
+apart, from bounded reads: the version first, by a decode that steps over every other entry in C (BAD_VERSION
+whatever the rest holds, so a later version may change the rest freely); then a header or body map's entry count,
+from its first bytes (more entries than fields: a key unknown or given twice, refused before any value). Past those,
+the first fault the decoder meets is named, in the order the message is written (docs/PROTOCOL.md, "Error codes").
+
+A field of the wrong msgpack type, a key missing, extra or given twice, is BAD_MESSAGE; the right type with a value out
+of bounds, or an unknown enum value, BAD_VALUE. An array descriptor describes its frame: a fault in it is BAD_MESSAGE,
+but a dtype str that is not a wire dtype, BAD_VALUE.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from enum import Enum
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 import msgspec
-from msgspec import Meta
 
-from robot_io.protocol.arrays import received_arrays
-from robot_io.protocol.limits import Limits
-from robot_io.protocol.messages import PROTOCOL_VERSION, ErrorCode, MessageError, MessageType, Unique, bad_message
-from robot_io.protocol.msgpack_items import PYTHON_NAMES, RAW_LIST, count, entries, kind
-from robot_io.protocol.refusal_fields import decoded, descriptor, field_refusal, map_entries, scalar_value
-from robot_io.protocol.wire import HEADER_KEYS, check_unique, header_types, marks
+from robot_io.protocol.messages import (
+    FLOAT_MAX,
+    PROTOCOL_VERSION,
+    ErrorCode,
+    MessageError,
+    bad_message,
+    bad_value,
+)
+from robot_io.protocol.wire import HEADER_KEYS
 
 # The deepest a valid header nests: header > body > cameras > one camera, or header > arrays > descriptor > shape.
 MAX_HEADER_DEPTH = 4
-HEADER_ORDER = ("v", "type", "body", "arrays")
-STR = msgspec.msgpack.Decoder(str)
-INT = msgspec.msgpack.Decoder(int)
+WRONG_TYPE = re.compile(r"Expected `[^`]+`, got `[^`]+`")
+TYPE_NAME = re.compile(r"`([^`]+)`")
+MSGPACK_NAMES = {"object": "map", "array": "list", "null": "nil"}  # msgspec names msgpack types as JSON does
+MAP_COUNT_BYTES = {0xDE: 2, 0xDF: 4}  # map16, map32: the bytes of the entry count after the first byte
+NOT_FINITE = str(FLOAT_MAX)  # in the bound a NaN or an inf fails: "Expected `float` >= -1.7976931348623157e+308"
 
 
 class _Version(msgspec.Struct):
@@ -47,15 +49,44 @@ class _Version(msgspec.Struct):
 
 
 VERSION_ONLY = msgspec.msgpack.Decoder(_Version)
+INT = msgspec.msgpack.Decoder(int)
 
 
-def header_refusal(view: memoryview, views: Sequence[memoryview], limits: Limits) -> MessageError:
-    """The refusal of the header in `view` (the first of `views`), which did not decode into its structs."""
+def check_entries(where: str, buf: Any, fields: int) -> None:
+    """BAD_MESSAGE when `buf` holds a msgpack map of more entries than its struct's `fields`, each of them required:
+    a key unknown or given twice (which msgspec would read as the last one), refused before any value is read."""
+    view = memoryview(buf)
+    first = view[0] if view.nbytes else 0
+    size = MAP_COUNT_BYTES.get(first, 0)
+    if 0x80 <= first <= 0x8F:
+        entries = first & 0x0F
+    elif size and view.nbytes > size:
+        entries = int.from_bytes(view[1 : 1 + size], "big")
+    else:
+        return  # not a map: the decoder says so
+    if entries > fields:
+        raise bad_message(f"{where}: {entries} entries, expected {fields} (a key unknown or given twice)")
+
+
+def header_refusal(view: memoryview, error: Exception) -> MessageError:
+    """The refusal of a header that did not decode into its structs, the decoder having raised `error`."""
     try:
-        _check_in_order(view, views, limits)
+        version = VERSION_ONLY.decode(view).v
+    except (msgspec.DecodeError, ValueError, RecursionError) as unreadable:
+        return field_refusal("header", unreadable)
+    try:
+        number = INT.decode(version) if version else None
+    except msgspec.ValidationError:  # not an int
+        number = None
+    if number is None:
+        return bad_message("header: missing or non-int version 'v'")
+    if number != PROTOCOL_VERSION:
+        return version_refusal(number)
+    try:
+        check_entries("header", view, len(HEADER_KEYS))
     except MessageError as refusal:
         return refusal
-    return bad_message("header: refused by the decoder, not by a check (a bug: please report it)")
+    return field_refusal("header", error)
 
 
 def version_refusal(version: int) -> MessageError:
@@ -63,137 +94,40 @@ def version_refusal(version: int) -> MessageError:
     return MessageError(ErrorCode.BAD_VERSION, supported)
 
 
-def _check_in_order(view: memoryview, views: Sequence[memoryview], limits: Limits) -> None:
-    listed = map_entries("header", view)
-    if type(listed) is int:  # too many entries to list: `v` from a decode that steps over the rest
-        _check_version(_version_only(view))
-        raise bad_message(f"header: expected keys {sorted(HEADER_KEYS)}, got a map of {listed} entries")
-    _check_version(dict(listed).get("v"))  # the last `v`, as the typed decode reads a key given twice
-    header = _unique_keys("header", listed, HEADER_ORDER)
-    mtype = _message_type(header["type"])
-    _check_struct(f"{mtype.value}.body", header["body"], header_types(limits).bodies[mtype], unique=True)
-    frames, descriptors = len(views) - 1, header["arrays"]
-    found = count(descriptors) if kind(descriptors) == "list" else None
-    if found is None or found[0] != frames:
-        raise bad_message(f"arrays: expected a list of {frames} descriptors (one per array frame)")
-    items = decoded("arrays", descriptors, RAW_LIST.decode)
-    # each descriptor is checked just before its frame (a generator: received_arrays takes one at a time)
-    received_arrays(mtype, (descriptor(i, raw) for i, raw in enumerate(items)), views[1:], limits)
+def field_refusal(where: str, error: Exception, struct: type[msgspec.Struct] | None = None) -> MessageError:
+    """The refusal of the value msgspec refused with `error` while decoding what `where` names ("header",
+    "INFER.body": then `struct`, the body's, names the values an enum field allows)."""
+    if isinstance(error, RecursionError):
+        return bad_message(f"{where}: nested deeper than the decoder reads")
+    if not isinstance(error, msgspec.ValidationError):  # DecodeError, UnicodeDecodeError: not msgpack
+        return bad_message(f"{where}: not valid msgpack: {str(error)[:200]}")
+    what, _, location = str(error).partition(" - at ")
+    key = location.startswith("`key` in ")
+    path = location.removeprefix("`key` in ").strip("`").removeprefix("$").replace("[...]", "[]")
+    at = f"{where}{path}{' key' if key else ''}"
+    if what.startswith("Object "):  # a key missing or extra: "missing required field 'arrays'"
+        return bad_message(f"{at}: " + what.removeprefix("Object ").replace("`", "'"))
+    said = TYPE_NAME.sub(lambda name: MSGPACK_NAMES.get(name[1], name[1]), what)  # "Expected list of length <= 31"
+    said = said[:1].lower() + said[1:]
+    if WRONG_TYPE.fullmatch(what):
+        return bad_message(f"{at}: {said}")
+    if path == ".type":  # the tag of a header's union: a str that names no message type
+        return bad_message(f"header: unknown message type {what.removeprefix('Invalid value ')}")
+    if path.startswith(".arrays") and not (path.endswith(".dtype") and what.startswith("Invalid enum value")):
+        return bad_message(f"{at}: {said}")  # an array descriptor describes its frame
+    if what.startswith("Invalid enum value") and struct is not None and path.count(".") == 1 and "[" not in path:
+        return bad_value(f"{at}: {what.removeprefix('Invalid enum value ')} is not one of {_allowed(struct, path)}")
+    if NOT_FINITE in what:
+        return bad_value(f"{at}: not a finite number")
+    return bad_value(f"{at}: {said}")
 
 
-def _version_only(view: memoryview) -> msgspec.Raw:
-    try:
-        return VERSION_ONLY.decode(view).v
-    except msgspec.ValidationError:  # the one thing it validates: the keys it steps over are str
-        raise bad_message("header: a map key that is not a str") from None
-    except RecursionError:
-        raise bad_message("header: nested deeper than the decoder reads") from None
-    except (msgspec.DecodeError, ValueError) as exc:
-        raise bad_message(f"header: not valid msgpack: {str(exc)[:200]}") from None
-
-
-def _check_version(raw: msgspec.Raw | None) -> None:
-    if raw is None or kind(raw) != "int":
-        raise bad_message("header: missing or non-int version 'v'")
-    version = INT.decode(raw)
-    if version != PROTOCOL_VERSION:
-        raise version_refusal(version)
-
-
-def _message_type(raw: msgspec.Raw) -> MessageType:
-    name = decoded("header.type", raw, STR.decode) if kind(raw) == "str" else None
-    mtype = MessageType._value2member_map_.get(name)
-    if mtype is None:
-        what = repr(name[:32]) if name is not None else PYTHON_NAMES[kind(raw)]
-        raise bad_message(f"header: unknown message type {what}")
-    return mtype
-
-
-def _unique_keys(where: str, listed: list[tuple[str, msgspec.Raw]], names: Sequence[str]) -> dict[str, msgspec.Raw]:
-    """The map's values by key: exactly `names` (else BAD_MESSAGE naming the keys), none twice (else the key)."""
-    _same_keys(where, listed, names)
-    seen: set[str] = set()
-    for key, _ in listed:
-        if key in seen:
-            raise bad_message(f"{where}: duplicate key {key[:64]!r}")
-        seen.add(key)
-    return dict(listed)
-
-
-def _same_keys(where: str, listed: list[tuple[str, msgspec.Raw]], names: Sequence[str]) -> None:
-    keys = {key for key, _ in listed}
-    if keys != set(names):
-        raise bad_message(f"{where}: expected keys {sorted(names)}, got {sorted(key[:64] for key in keys)[:16]}")
-
-
-def _check_struct(where: str, raw: msgspec.Raw, struct: type[msgspec.Struct], unique: bool = False) -> None:
-    """A map with exactly the struct's keys (`unique`: each once), then each field in the struct's order."""
-    fields = msgspec.structs.fields(struct)
-    names = [field.name for field in fields]
-    listed = map_entries(where, raw)
-    if type(listed) is int:
-        raise bad_message(f"{where}: expected keys {sorted(names)}, got a map of {listed} entries")
-    (_unique_keys if unique else _same_keys)(where, listed, names)
-    for field in fields:
-        for key, value in listed:  # every value of the key, as msgspec checks each (and keeps the last)
-            if key == field.name:
-                _check_value(f"{where}.{field.name}", value, field.type)
-        for unique in (mark for mark in marks(field.type) if isinstance(mark, Unique)):  # before the next field
-            at, items = f"{where}.{field.name}", decoded(where, dict(listed)[field.name], RAW_LIST.decode)
-            check_unique(at, unique, [_last(at, item, unique.key) for item in items])
-
-
-def _last(where: str, raw: msgspec.Raw, key: str) -> str:
-    """The last value of `key` in the map in `raw` (a camera, checked already)."""
-    listed = map_entries(where, raw)
-    return decoded(where, [value for name, value in listed if name == key][-1], STR.decode)
-
-
-def _check_value(where: str, raw: msgspec.Raw, field_type: Any) -> None:
-    """A list or a map is checked itself (type, length) before its items; a map's keys before its values."""
-    annotated = get_origin(field_type) is Annotated
-    base, bounds = (get_args(field_type)[0], get_args(field_type)[1:]) if annotated else (field_type, ())
-    container = get_origin(base)
-    if container not in (list, dict):
-        decoded(where, raw, _decoder(field_type).decode, _allowed(field_type))
-        return
-    want = "list" if container is list else "map"
-    length = count(raw) if kind(raw) == want else None
-    if length is None:
-        raise bad_message(f"{where}: expected {want}, got {PYTHON_NAMES[kind(raw)]}")
-    limit = min((m.max_length for m in bounds if isinstance(m, Meta) and m.max_length is not None), default=None)
-    if limit is not None and length[0] > limit:
-        raise field_refusal(where, raw, f"Expected `{'array' if container is list else 'object'}` of length <= {limit}")
-    if container is list:
-        for i, item in enumerate(decoded(where, raw, RAW_LIST.decode)):
-            _check_struct(f"{where}[{i}]", item, get_args(base)[0])  # the one list of a body: METADATA's cameras
-        return
-    key_type, value_type = get_args(base)
-    items = decoded(where, raw, lambda buf: entries(buf, *length))
-    for key in items[0::2]:
-        decoded(f"{where} key", key, _decoder(key_type).decode)
-    for key, value in zip(items[0::2], items[1::2], strict=True):
-        decoded(f"{where}[{scalar_value(key)!r}]", value, _decoder(value_type).decode)
-
-
-def _allowed(field_type: Any) -> str:
-    """How a refusal names the values of a Literal or an enum field (whatever else its type allows)."""
+def _allowed(struct: type[msgspec.Struct], path: str) -> list[str]:
+    """The values the enum or Literal field at `path` (".schedule", a field of `struct`'s own) allows."""
+    field_type = next(f.type for f in msgspec.structs.fields(struct) if f.name == path.strip("."))
     for option in get_args(field_type) if get_origin(field_type) in (Union, UnionType) else (field_type,):
         if get_origin(option) is Literal:
-            return f"one of {list(get_args(option))}"
+            return list(get_args(option))
         if isinstance(option, type) and issubclass(option, Enum):
-            return f"an {option.__name__}"
-    return "a valid value"
-
-
-_DECODERS: dict[Any, msgspec.msgpack.Decoder] = {}
-
-
-def _decoder(value_type: Any) -> msgspec.msgpack.Decoder:
-    """A decoder of one field's type, made once (types are built per Limits: a few hundred kept at most)."""
-    found = _DECODERS.get(value_type)
-    if found is None:
-        if len(_DECODERS) >= 512:
-            _DECODERS.clear()
-        found = _DECODERS[value_type] = msgspec.msgpack.Decoder(value_type)
-    return found
+            return [member.value for member in option]
+    return []

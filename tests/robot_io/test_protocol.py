@@ -145,9 +145,9 @@ def test_declared_bounds_follow_the_receivers_limits_in_nested_structs_and_text(
     METADATA camera's side, a prompt's length; and a decoded camera is the declared CameraSpec."""
     frames = [bytes(f) for f in encode(METADATA)]
     assert decode(frames).cameras == METADATA.cameras and type(decode(frames).cameras[0]) is CameraSpec
-    side = r"METADATA.body.cameras\[0\].height=6 out of range \(expected int <= 5\)"
+    side = r"METADATA.body.cameras\[0\].height: expected int <= 5"
     assert_refused(frames, ErrorCode.BAD_VALUE, side, Limits(max_image_side=5))
-    prompt = r"INFER.body.prompt: 13 chars exceed the limit \(expected str of length <= 12\)"
+    prompt = r"INFER.body.prompt: expected str of length <= 12"
     assert_refused(encode(make_infer()), ErrorCode.BAD_VALUE, prompt, Limits(max_prompt_chars=12))
 
 
@@ -172,9 +172,9 @@ def test_big_endian_arrays_are_sent_little_endian():
         ({"v": 1}, ErrorCode.BAD_VERSION, "version 1"),
         ({"v": "1"}, ErrorCode.BAD_MESSAGE, "version"),
         ({"type": "EXPLODE"}, ErrorCode.BAD_MESSAGE, "unknown message type"),
-        ({"type": 5}, ErrorCode.BAD_MESSAGE, "unknown message type"),
-        ({"extra": 1}, ErrorCode.BAD_MESSAGE, "expected keys"),
-        ({"arrays": {}}, ErrorCode.BAD_MESSAGE, "descriptors"),
+        ({"type": 5}, ErrorCode.BAD_MESSAGE, "header.type: expected str, got int"),
+        ({"extra": 1}, ErrorCode.BAD_MESSAGE, r"header: 5 entries, expected 4 \(a key unknown or given twice\)"),
+        ({"arrays": {}}, ErrorCode.BAD_MESSAGE, "header.arrays: expected list, got map"),
     ],
 )
 def test_bad_headers_are_refused(change, code, match):
@@ -184,14 +184,14 @@ def test_bad_headers_are_refused(change, code, match):
 @pytest.mark.parametrize(
     ("field", "value", "code", "match"),
     [
-        ("request_id", -1, ErrorCode.BAD_VALUE, "out of range"),
+        ("request_id", -1, ErrorCode.BAD_VALUE, "request_id: expected int >= 0"),
         ("request_id", 1.0, ErrorCode.BAD_MESSAGE, "expected int"),
         ("request_id", True, ErrorCode.BAD_MESSAGE, "expected int"),
-        ("prompt", "x" * 5000, ErrorCode.BAD_VALUE, "chars exceed"),
+        ("prompt", "x" * 5000, ErrorCode.BAD_VALUE, "prompt: expected str of length <= 4096"),
         ("prompt", b"bytes", ErrorCode.BAD_MESSAGE, "expected str"),
         ("schedule", "fastest", ErrorCode.BAD_VALUE, "not one of"),
-        ("delay_steps", 10**6, ErrorCode.BAD_VALUE, "out of range"),
-        ("seed", 2**64 - 1, ErrorCode.BAD_VALUE, "out of range"),
+        ("delay_steps", 10**6, ErrorCode.BAD_VALUE, "delay_steps: expected int <= 4096"),
+        ("seed", 2**64 - 1, ErrorCode.BAD_VALUE, "seed: expected int <= 9223372036854775807"),
     ],
 )
 def test_bad_body_fields_are_refused(field, value, code, match):
@@ -205,7 +205,7 @@ def test_missing_body_field_is_refused():
     frames = encode(make_infer())
     header = header_of(frames)
     del header["body"]["seed"]
-    assert_refused([msgpack.packb(header), *frames[1:]], ErrorCode.BAD_MESSAGE, "expected keys")
+    assert_refused([msgpack.packb(header), *frames[1:]], ErrorCode.BAD_MESSAGE, "missing required field 'seed'")
 
 
 @pytest.mark.parametrize(
@@ -287,7 +287,7 @@ def test_error_code_and_metadata_fields_are_checked():
     frames = encode(Error(ErrorCode.INTERNAL, "boom"))
     header = header_of(frames)
     header["body"]["code"] = "ON_FIRE"
-    assert_refused([msgpack.packb(header)], ErrorCode.BAD_VALUE, "not an ErrorCode")
+    assert_refused([msgpack.packb(header)], ErrorCode.BAD_VALUE, "'ON_FIRE' is not one of")
     bad = Metadata(
         "m", [CameraSpec("a", 2, 2), CameraSpec("a", 2, 2)], 4, 3, 10, 30.0, "bf16", "t", 10, "constant", True
     )

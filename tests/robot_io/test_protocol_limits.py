@@ -48,9 +48,9 @@ def nested_in(where: str, depth: int) -> list[bytes]:
 @pytest.mark.parametrize(
     ("where", "code", "text"),
     [
-        ("type", ErrorCode.BAD_MESSAGE, "header: unknown message type list"),
+        ("type", ErrorCode.BAD_MESSAGE, "header.type: expected str, got list"),
         ("body value", ErrorCode.BAD_MESSAGE, "PING.body.sent_ns: expected int, got list"),
-        ("descriptor dtype", ErrorCode.BAD_MESSAGE, "state: dtype list is not one of"),
+        ("descriptor dtype", ErrorCode.BAD_MESSAGE, "header.arrays[0].dtype: expected str, got list"),
     ],
 )
 def test_nesting_deeper_than_a_valid_header_is_refused_by_the_field_it_is_in(where, depth, code, text):
@@ -61,9 +61,9 @@ def test_nesting_deeper_than_a_valid_header_is_refused_by_the_field_it_is_in(whe
 
 
 FIELD_REFUSALS = {
-    "type": "header: unknown message type list",
+    "type": "header.type: expected str, got list",
     "body value": "PING.body.sent_ns: expected int, got list",
-    "descriptor dtype": "state: dtype list is not one of",
+    "descriptor dtype": "header.arrays[0].dtype: expected str, got list",
 }
 
 
@@ -80,9 +80,9 @@ def test_nesting_deeper_than_the_decoder_reads_is_a_bad_message(where, depth):
 
 
 def test_a_wrongly_typed_type_or_dtype_is_named_by_its_type_only():
-    with pytest.raises(MessageError, match="unknown message type list"):
+    with pytest.raises(MessageError, match="header.type: expected str, got list$"):
         decode([header(type_bytes=nested(1))])
-    with pytest.raises(MessageError, match="dtype list is not one of"):
+    with pytest.raises(MessageError, match=r"header.arrays\[0\].dtype: expected str, got list$"):
         decode([header_with_dtype(nested(1)), np.zeros(2, np.float32).tobytes()])
 
 
