@@ -1,4 +1,4 @@
-"""The execution-mode table (robot_io/executors/mode_guide.py): every number is its evaluation's cell, METHODS.md and
+"""The execution-mode table (vlash/cli/mode_guide.py): every number is its evaluation's cell, METHODS.md and
 `vlash run --help` show it, and `vlash run` warns once when the served policy was not trained for the mode."""
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from robot_io.executors import EXECUTION_MODES
-from robot_io.executors.mode_guide import (
+from robot_io.protocol import TRAINED_WITH, CameraSpec, Metadata, decode, encode
+from tests.fakes import LoopbackPolicyServer, hold_planner
+from vlash.cli.main import main
+from vlash.cli.mode_guide import (
     COLUMNS,
     DELAY,
     GUIDES,
@@ -24,9 +27,6 @@ from robot_io.executors.mode_guide import (
     markdown_table,
     mode_warning,
 )
-from robot_io.protocol import TRAINED_WITH, CameraSpec, Metadata, decode, encode
-from tests.fakes import LoopbackPolicyServer, hold_planner
-from vlash.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "eval" / "report"

@@ -1,5 +1,5 @@
 """What a checkpoint says it was trained with reaches METADATA's trained_with (vlash.runtime.metadata); `vlash run`
-warns from it (tests/robot_io/test_mode_guide.py)."""
+warns from it (tests/cli/test_mode_guide.py)."""
 
 from __future__ import annotations
 

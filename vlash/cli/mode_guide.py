@@ -4,7 +4,7 @@ glance"), and the one-line warning `vlash run` prints when the served policy was
 to run.
 
 The numbers are cells of the shipped evaluation (docs/eval/report/*.json.gz, report seeds, d = 4 control steps at
-30 Hz); tests/robot_io/test_mode_guide.py checks each against its JSON and METHODS.md's table against this one.
+30 Hz); tests/cli/test_mode_guide.py checks each against its JSON and METHODS.md's table against this one.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from robot_io.client import PolicyClient
 from robot_io.dataset import DatasetError, check_dataset, open_dataset
 from robot_io.executors import ExecutorConfig
 from robot_io.executors.images import parse_camera_map
-from robot_io.executors.mode_guide import help_table, mode_warning
 from robot_io.host_load import HostLoad
 from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
@@ -40,6 +39,7 @@ from robot_io.runner import RunConfig, run_robot
 from robot_io.server_wait import ServerNotAnswering, wait_for_server
 from robot_io.stop_signals import StopRequest, handle_stop_signals
 from vlash.cli.command import Command
+from vlash.cli.mode_guide import help_table, mode_warning
 from vlash.cli.run_options import EXECUTOR_FLAGS, GROUPS, RENAMED, ROBOT_SPECS, RUN_FLAGS
 from vlash.cli.run_report import CONTROL_THREADS, PROGRESS_EVERY_S, StatusPrinter, report, status_line, summary_text
 from vlash.cli.sim_args import load_sim_arguments
