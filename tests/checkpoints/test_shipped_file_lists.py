@@ -1,5 +1,5 @@
-"""Every shipped policy lists the files vlash wrote (vlash_files.json, vlash.atomic): the documented recipes that retrain
-into checkpoints/NAME with --overwrite replace it, and a file a user adds there makes it theirs (issue 42)."""
+"""Every shipped policy lists the files vlash wrote (vlash_files.json, vlash.atomic): the documented recipes that
+retrain into checkpoints/NAME with --overwrite replace it, and a file a user adds there makes it theirs (issue 42)."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from tests.torch_threads import torch_threads
 from vlash.engines import create_engine
 from vlash.policies.formats.loading import load_policy
 from vlash.policies.names.shipped import shipped_root
+from vlash.runtime.metadata import policy_metadata
 from vlash.runtime.policy_runtime import PolicyRuntime
 from vlash.server.config import ServerConfig
-from vlash.runtime.metadata import policy_metadata
 from vlash.server.server import PolicyServer
 from vlash.sim.robot import SimRobot
 from vlash.sim.tasks.reach import ReachConfig
