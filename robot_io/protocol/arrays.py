@@ -142,21 +142,6 @@ def received_arrays(
     return arrays
 
 
-def checked_arrays(mtype: MessageType, named: list[tuple[str, np.ndarray]], limits: Limits) -> dict[str, np.ndarray]:
-    """The checks `received_arrays` makes, on the arrays of a message made in this process (not encoded)."""
-    receivable_arrays = receivable(limits)[mtype]
-    arrays: dict[str, np.ndarray] = {}
-    for name, value in named:
-        bounds = receivable_arrays.bounds(name)
-        if value.nbytes > limits.max_frame_bytes:
-            raise bad_message(f"{name}: {value.nbytes} bytes exceed the limit {limits.max_frame_bytes}")
-        bounds.check(name, DTYPE_NAMES[value.dtype.str], value.shape)
-        if value.dtype.kind == "f" and not all_finite(value):
-            raise bad_value(f"{name}: contains NaN or inf")
-        arrays[name] = value
-    return arrays
-
-
 def all_finite(array: np.ndarray) -> bool:
     # count_nonzero is a C function; ndarray.all() goes through numpy's Python wrapper (~1 us more per array).
     return np.count_nonzero(np.isfinite(array)) == array.size

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from robot_io.protocol.arrays import checked_arrays, named_arrays, receivable, received_arrays, wire_frame
+from robot_io.protocol.arrays import named_arrays, receivable, received_arrays, wire_frame
 from robot_io.protocol.limits import Limits
 from robot_io.protocol.messages import (
     MESSAGE_TYPES,
@@ -69,13 +69,11 @@ def encode(message: Message, limits: Limits = DEFAULT_LIMITS, validate: bool = F
 
 
 def check(message: Message, limits: Limits = DEFAULT_LIMITS) -> Message:
-    """The checks `decode` makes, on a message made in this process (an in-process client's request, never encoded):
-    MessageError naming the first field a receiver would refuse; the message as decode would build it. The header
-    takes the receiver's path (packed, then decoded into its structs: a few microseconds); the arrays are checked
-    where they are, not copied."""
-    mtype, body, named = _parts(message)
-    _, _, decoded = _decode_header([memoryview(_pack_header(mtype, body, []))], limits)
-    return _build(mtype, decoded, checked_arrays(mtype, named, limits), limits)
+    """The checks `decode` makes, on a message made in this process (an in-process client's request, never sent):
+    it is encoded and decoded as a receiver would (its arrays are not copied: the frames are views of them), so every
+    check a receiver makes holds for it too. MessageError naming the first thing a receiver would refuse; else the
+    message as decode builds it."""
+    return decode(encode(message), limits)
 
 
 def decode(frames: Sequence[Any], limits: Limits = DEFAULT_LIMITS) -> Message:

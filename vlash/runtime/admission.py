@@ -3,10 +3,10 @@
 openpi frame, vlash.fleet.openpi_requests). Each calls `admit`; a check added here holds on every entry point.
 
 `admit` runs, in order: the protocol's bounds on every field (prompt length, image sides, finite arrays, ...), as
-`decode` runs them on a received message (`robot_io.protocol.check` on an INFER made in process; skipped only for one
-that `decode` built), then what only the policy knows (`check_infer`: cameras, state dims, chunk length, sampler
-constraints), and passes the INFER on as the runtime's request (it is one: vlash.runtime.request). A refusal is a
-MessageError whose code is the ERROR to reply with; its text is the same on every entry point.
+`decode` runs them on a received message (`robot_io.protocol.check`, an encode and a decode, on an INFER made in
+process; skipped only for one that `decode` built), then what only the policy knows (`check_infer`: cameras, state dims,
+chunk length, sampler constraints), and passes the INFER on as the runtime's request (it is one: vlash.runtime.request).
+A refusal is a MessageError whose code is the ERROR to reply with; its text is the same on every entry point.
 """
 
 from __future__ import annotations
