@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_io.protocol.specs import ArraySpec
+from robot_io import ArraySpec
 
 JOINTS = [f"joint{i}" for i in range(1, 8)]
 GRIPPER = "gripper.width"

@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from robot_io.protocol.errors import RobotIOError, ShapeError
-from robot_io.protocol.specs import ArraySpec
 from robot_io.robots.base import RobotConfigError, action_vector
 from robot_io.robots.camera import OpenCVCamera
+from robot_io.robots.specs import ArraySpec
 from robot_io.robots.terminal_prompts import TerminalPrompts
 
 JOINT_SUFFIX = ".pos"

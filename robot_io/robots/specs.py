@@ -1,6 +1,5 @@
-"""Executable array specs: `spec.validate(x)` raises a ShapeError that names the spec.
-
-Used at both ends of the wire (observation and action specs) so a bad array is caught where it
+"""Executable array specs: a robot's observation and action features (`Robot.observation_features`,
+`action_features`). `spec.validate(x)` raises a ShapeError that names the spec, so a bad array is caught where it
 enters, with a message that says which field and what was expected.
 """
 
