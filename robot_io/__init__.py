@@ -6,6 +6,6 @@ ends share one definition.
 """
 
 from robot_io.protocol.errors import DeadlineExceeded, ProtocolError, RobotIOError, ShapeError
-from robot_io.robots.specs import ArraySpec
+from robot_io.specs import ArraySpec
 
 __all__ = ["ArraySpec", "DeadlineExceeded", "ProtocolError", "RobotIOError", "ShapeError"]

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from robot_io.protocol import Actions, CameraSpec, Error, ErrorCode, Infer, Metadata
-from robot_io.robots.specs import ArraySpec
+from robot_io.specs import ArraySpec
 from vlash.sim.policy_link import Planner
 
 

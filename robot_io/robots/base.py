@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from robot_io.protocol.errors import RobotIOError, ShapeError
-from robot_io.robots.specs import ArraySpec
+from robot_io.specs import ArraySpec
 
 
 class RobotConfigError(RobotIOError, ValueError):

@@ -36,8 +36,8 @@ import numpy as np
 from robot_io.protocol.errors import RobotIOError, ShapeError
 from robot_io.robots.base import RobotConfigError, action_vector
 from robot_io.robots.camera import OpenCVCamera
-from robot_io.robots.specs import ArraySpec
 from robot_io.robots.terminal_prompts import TerminalPrompts
+from robot_io.specs import ArraySpec
 
 JOINT_SUFFIX = ".pos"
 log = logging.getLogger(__name__)

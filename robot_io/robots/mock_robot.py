@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from robot_io.protocol import Metadata
-from robot_io.robots.specs import ArraySpec
+from robot_io.specs import ArraySpec
 
 MAX_SPEED = 1.0  # joint units per second
 

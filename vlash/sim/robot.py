@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from robot_io.robots.base import action_vector
-from robot_io.robots.specs import ArraySpec
+from robot_io.specs import ArraySpec
 from vlash.sim.interfaces import ACTION_KIND
 from vlash.sim.observations import check_observe, extra_names
 
