@@ -26,8 +26,9 @@ from robot_io.protocol.messages import (
     bad_value,
 )
 from robot_io.protocol.refusals import (
+    DECODE_ERRORS,
     MAX_HEADER_DEPTH,
-    check_entries,
+    excess_entries,
     field_refusal,
     header_refusal,
     version_refusal,
@@ -113,18 +114,23 @@ def _decode_header(views: Sequence[memoryview], limits: Limits) -> tuple[Message
     types, view = header_types(limits), views[0]
     try:
         header = types.decoder.decode(view)
-    except (msgspec.DecodeError, ValueError, RecursionError) as error:  # ValidationError is a DecodeError
+    except DECODE_ERRORS as error:
         raise header_refusal(view, error) from None
     if header.v != PROTOCOL_VERSION:
         raise version_refusal(header.v)
-    if view[0] != FIXMAP_OF_HEADER:  # a header of 4 entries is packed as a fixmap, unless its sender chose longer
-        check_entries("header", view, len(HEADER_KEYS))
     mtype = types.message_types[type(header)]
-    if memoryview(header.body)[0] != BODY_FIRST_BYTE[mtype]:
-        check_entries(f"{mtype.value}.body", header.body, BODY_ENTRIES[mtype])
+    # the first byte of a map of as many entries as its fields (a fixmap) says it has no key twice; anything else is
+    # counted (a sender may pack a short map as a map16)
+    if view[0] != FIXMAP_OF_HEADER and (refused := excess_entries("header", view, len(HEADER_KEYS))):
+        raise refused
+    raw = header.body
+    if memoryview(raw)[0] != BODY_FIRST_BYTE[mtype] and (
+        refused := excess_entries(f"{mtype.value}.body", raw, BODY_ENTRIES[mtype])
+    ):
+        raise refused
     try:
-        body = types.body_decoders[mtype].decode(header.body)
-    except (msgspec.DecodeError, ValueError, RecursionError) as error:
+        body = types.body_decoders[mtype].decode(raw)
+    except DECODE_ERRORS as error:
         raise field_refusal(f"{mtype.value}.body", error, types.bodies[mtype]) from None
     for field, unique in UNIQUE[mtype]:
         keys = [getattr(item, unique.key) for item in getattr(body, field)]

@@ -39,6 +39,9 @@ WRONG_TYPE = re.compile(r"Expected `[^`]+`, got `[^`]+`")
 TYPE_NAME = re.compile(r"`([^`]+)`")
 MSGPACK_NAMES = {"object": "map", "array": "list", "null": "nil"}  # msgspec names msgpack types as JSON does
 MAP_COUNT_BYTES = {0xDE: 2, 0xDF: 4}  # map16, map32: the bytes of the entry count after the first byte
+# what a msgspec decode raises on bad bytes: ValidationError is a DecodeError, UnicodeDecodeError a ValueError, and
+# nesting past the decoder's depth a RecursionError
+DECODE_ERRORS = (msgspec.DecodeError, ValueError, RecursionError)
 NOT_FINITE = str(FLOAT_MAX)  # in the bound a NaN or an inf fails: "Expected `float` >= -1.7976931348623157e+308"
 
 
@@ -52,7 +55,7 @@ VERSION_ONLY = msgspec.msgpack.Decoder(_Version)
 INT = msgspec.msgpack.Decoder(int)
 
 
-def check_entries(where: str, buf: Any, fields: int) -> None:
+def excess_entries(where: str, buf: Any, fields: int) -> MessageError | None:
     """BAD_MESSAGE when `buf` holds a msgpack map of more entries than its struct's `fields`, each of them required:
     a key unknown or given twice (which msgspec would read as the last one), refused before any value is read."""
     view = memoryview(buf)
@@ -63,16 +66,17 @@ def check_entries(where: str, buf: Any, fields: int) -> None:
     elif size and view.nbytes > size:
         entries = int.from_bytes(view[1 : 1 + size], "big")
     else:
-        return  # not a map: the decoder says so
-    if entries > fields:
-        raise bad_message(f"{where}: {entries} entries, expected {fields} (a key unknown or given twice)")
+        return None  # not a map: the decoder says so
+    if entries <= fields:
+        return None
+    return bad_message(f"{where}: {entries} entries, expected {fields} (a key unknown or given twice)")
 
 
 def header_refusal(view: memoryview, error: Exception) -> MessageError:
     """The refusal of a header that did not decode into its structs, the decoder having raised `error`."""
     try:
         version = VERSION_ONLY.decode(view).v
-    except (msgspec.DecodeError, ValueError, RecursionError) as unreadable:
+    except DECODE_ERRORS as unreadable:
         return field_refusal("header", unreadable)
     try:
         number = INT.decode(version) if version else None
@@ -82,11 +86,7 @@ def header_refusal(view: memoryview, error: Exception) -> MessageError:
         return bad_message("header: missing or non-int version 'v'")
     if number != PROTOCOL_VERSION:
         return version_refusal(number)
-    try:
-        check_entries("header", view, len(HEADER_KEYS))
-    except MessageError as refusal:
-        return refusal
-    return field_refusal("header", error)
+    return excess_entries("header", view, len(HEADER_KEYS)) or field_refusal("header", error)
 
 
 def version_refusal(version: int) -> MessageError:
