@@ -4,8 +4,8 @@ Both ends import it from here (the server never keeps its own copy). See docs/PR
 """
 
 from robot_io.protocol.codec import check, decode, encode
-from robot_io.protocol.curve import CurveClientKeys, CurveServerKeys, generate_keypair, load_keypair, load_public_key
-from robot_io.protocol.limits import Limits, validate_infer
+from robot_io.protocol.curve import CurveClientKeys, generate_keypair, load_keypair, load_public_key
+from robot_io.protocol.limits import Limits
 from robot_io.protocol.messages import (
     PROTOCOL_VERSION,
     SCHEDULES,
@@ -34,7 +34,6 @@ __all__ = [
     "Actions",
     "CameraSpec",
     "CurveClientKeys",
-    "CurveServerKeys",
     "Error",
     "ErrorCode",
     "Hello",
@@ -57,5 +56,4 @@ __all__ = [
     "load_keypair",
     "load_public_key",
     "receive",
-    "validate_infer",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,6 @@ from robot_io.protocol import (
     Actions,
     CameraSpec,
     CurveClientKeys,
-    CurveServerKeys,
     Error,
     ErrorCode,
     Hello,
@@ -31,6 +31,7 @@ from robot_io.protocol import (
     generate_keypair,
 )
 from robot_io.protocol.errors import DeadlineExceeded
+from vlash.server.curve import CurveServer
 
 H, A = 8, 3
 METADATA = Metadata("fake", [CameraSpec("front", 4, 4)], 3, A, H, 30.0, "fp32", "fake", 2, "horizon-aware", False)
@@ -60,13 +61,13 @@ class FakeServer:
     """A ROUTER answering each decoded request with handler(request) -> list of replies (messages, or lists of
     raw frames), in a thread."""
 
-    def __init__(self, endpoint: str, handler: Callable = reply_normally, curve: CurveServerKeys | None = None):
+    def __init__(self, endpoint: str, handler: Callable = reply_normally, curve: tuple[Path, Path] | None = None):
         self.context = zmq.Context()
-        self.auth = curve.start_authenticator(self.context) if curve and curve.allowed_clients_dir else None
+        self.curve = CurveServer(self.context, *(curve or (None, None)))  # (keys dir, allow-list dir)
+        self.curve.start()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
-        if curve is not None:
-            curve.apply(self.socket)
+        self.curve.configure(self.socket)
         self.socket.bind(endpoint)
         self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.handler, self.received = handler, []
@@ -89,8 +90,7 @@ class FakeServer:
         self._stop.set()
         self._thread.join(timeout=5)
         self.socket.close(linger=0)
-        if self.auth is not None:
-            self.auth.stop()
+        self.curve.stop()
         self.context.term()
 
 
@@ -301,12 +301,12 @@ def test_curve_server_refuses_unknown_keys_and_accepts_allowed_ones(tmp_path):
     if not zmq.has("curve"):
         pytest.skip("libzmq without CURVE")
     allowed, keys = tmp_path / "allowed", tmp_path / "keys"
-    _, server_secret = generate_keypair(keys, "server")
+    generate_keypair(keys, "server")
     good_public, good_secret = generate_keypair(keys, "good")
     _, bad_secret = generate_keypair(keys, "bad")
     allowed.mkdir()
     (allowed / "good.key").write_bytes(good_public.read_bytes())
-    srv = FakeServer("tcp://127.0.0.1:*", curve=CurveServerKeys.from_files(server_secret, allowed))
+    srv = FakeServer("tcp://127.0.0.1:*", curve=(keys, allowed))
     try:
         server_public = keys / "server.key"
         good = CurveClientKeys.from_files(good_secret, server_public)

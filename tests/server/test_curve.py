@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from robot_io.client import PolicyClient
-from robot_io.protocol.curve import AllowedKeys, CurveClientKeys, generate_keypair, load_keypair, load_public_key
+from robot_io.protocol.curve import CurveClientKeys, generate_keypair, load_keypair, load_public_key
 from robot_io.protocol.errors import DeadlineExceeded
 from tests.server.conftest import start_server
 from vlash.errors import ConfigError
+from vlash.server.curve import AllowedKeys
 
 
 @pytest.fixture(scope="module")
