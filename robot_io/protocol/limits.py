@@ -1,10 +1,8 @@
-"""Size bounds a receiver enforces, and the server-side check of a request against the policy's metadata."""
+"""Size bounds a receiver enforces (what a policy itself accepts is checked at admission: vlash.runtime.admission)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-
-from robot_io.protocol.messages import ErrorCode, Infer, MessageError, Metadata
 
 
 @dataclass(frozen=True)
@@ -37,47 +35,3 @@ class Limits:
     def largest_frame_bytes(self) -> int:
         """The largest single frame a receiver can accept (the ZMQ_MAXMSGSIZE a receiving socket sets)."""
         return max(self.max_header_bytes, min(self.max_frame_bytes, self.max_message_bytes))
-
-
-def validate_infer(infer: Infer, metadata: Metadata) -> None:
-    """Check a decoded request against the policy it is for; raise MessageError with the code to reply.
-
-    decode() has already checked dtypes, ranks, bounds (image sides <= Limits.max_image_side) and
-    finiteness; this adds what only the server knows: camera names, state and action dims, chunk length.
-    A request may leave out policy cameras the robot does not have (the policy sees them masked, as openpi and
-    LeRobot mask absent cameras), but must carry at least one.
-    Images may have any size: METADATA's camera size is the model's input size, a recommendation; the server
-    resizes (aspect kept, zero padding) as the policy was trained. Only an image too thin to keep one pixel per
-    side after that resize is refused.
-    """
-    expected = {c.name: c for c in metadata.cameras}
-    unknown = sorted(set(infer.images) - set(expected))
-    if unknown:
-        raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"unknown camera(s) {unknown}; the policy has {sorted(expected)}")
-    if not infer.images:  # a camera the robot does not have may be left out (masked); all of them may not
-        raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"no camera image; the policy has {sorted(expected)}")
-    for name, image in infer.images.items():
-        cam, (height, width) = expected[name], image.shape[:2]
-        ratio = max(width / cam.width, height / cam.height, 1e-9)  # resize-with-pad's scale
-        _check(
-            int(height / ratio) >= 1 and int(width / ratio) >= 1,
-            f"image {name!r}: {height}x{width} is too thin to resize into {cam.height}x{cam.width}",
-        )
-    _check(
-        infer.state.shape[0] == metadata.state_dim,
-        f"state: expected {metadata.state_dim} dims, got {infer.state.shape[0]}",
-    )
-    h, a = metadata.chunk_length, metadata.action_dim
-    for name in ("prefix", "guidance"):
-        value = getattr(infer, name)
-        if value is not None:
-            _check(value.shape[1] == a, f"{name}: expected {a} action dims, got {value.shape[1]}")
-            _check(value.shape[0] <= h, f"{name}: {value.shape[0]} rows exceed chunk_length {h}")
-    _check(infer.delay_steps <= h, f"delay_steps={infer.delay_steps} exceeds chunk_length {h}")
-    if infer.execution_horizon is not None:
-        _check(infer.execution_horizon <= h, f"execution_horizon={infer.execution_horizon} exceeds chunk_length {h}")
-
-
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise MessageError(ErrorCode.BAD_VALUE, message)

@@ -25,7 +25,6 @@ from robot_io.protocol import (
     check,
     decode,
     encode,
-    validate_infer,
 )
 from robot_io.protocol.errors import ProtocolError
 
@@ -297,31 +296,6 @@ def test_error_code_and_metadata_fields_are_checked():
         check(Metadata("m", [], 4, 3, 10, float("nan"), "bf16", "t", 10, "constant", True))
     with pytest.raises(MessageError, match="not a protocol message"):
         encode("hello")
-
-
-def test_validate_infer_against_metadata():
-    validate_infer(decode(encode(make_infer())), METADATA)
-    native = {"front": np.zeros((48, 64, 3), np.uint8), "wrist": np.zeros((3, 2, 3), np.uint8)}
-    validate_infer(make_infer(images=native), METADATA)  # any size: the server resizes as the policy was trained
-    validate_infer(make_infer(images={"front": native["front"]}), METADATA)  # a camera left out is masked
-    cases = [
-        (make_infer(images={}), ErrorCode.UNKNOWN_CAMERA, "no camera image"),
-        (make_infer(images={"top": np.zeros((6, 8, 3), np.uint8)}), ErrorCode.UNKNOWN_CAMERA, "unknown camera"),
-        (
-            make_infer(images={"front": np.zeros((1, 64, 3), np.uint8), "wrist": np.zeros((6, 8, 3), np.uint8)}),
-            ErrorCode.BAD_VALUE,
-            "1x64 is too thin to resize into 6x8",
-        ),
-        (make_infer(state=np.zeros(5, np.float32), future_state=None), ErrorCode.BAD_VALUE, "state: expected 4 dims"),
-        (make_infer(prefix=np.zeros((2, 4), np.float32), guidance=None), ErrorCode.BAD_VALUE, "expected 3 action dims"),
-        (make_infer(guidance=np.zeros((11, 3), np.float32)), ErrorCode.BAD_VALUE, "exceed chunk_length"),
-        (make_infer(delay_steps=11), ErrorCode.BAD_VALUE, "delay_steps=11"),
-        (make_infer(execution_horizon=11), ErrorCode.BAD_VALUE, "execution_horizon=11"),
-    ]
-    for infer, code, match in cases:
-        with pytest.raises(MessageError, match=match) as info:
-            validate_infer(infer, METADATA)
-        assert info.value.code is code
 
 
 def test_limits_validate_their_fields():

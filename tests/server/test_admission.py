@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 from robot_io.protocol import Error, ErrorCode, Infer, MessageError, decode, encode
+from tests.robot_io.test_protocol import METADATA, make_infer
 from tests.server.conftest import PROMPT, image, raw_dealer
 from tests.server.test_openpi_endpoint import OpenpiTestClient
 from vlash.eval.policies import LearnedPolicy
 from vlash.fleet.openpi_requests import chunk_request
 from vlash.policies.formats.loading import load_policy
-from vlash.runtime.admission import admit
+from vlash.runtime.admission import admit, check_infer
 from vlash.server.config import OpenpiConfig
 from vlash.server.openpi_codec import packb
 from vlash.server.openpi_endpoint import OpenpiEndpoint
@@ -131,3 +132,32 @@ def test_admission_checks_an_infer_made_in_process_and_trusts_only_a_decoded_one
         admit(bad, server.metadata, server.limits)
     request = admit(bad, server.metadata, server.limits, decoded=True)  # decode would have refused it already
     assert request is bad  # the runtime's request is the INFER itself, never a copy
+
+
+def test_what_only_the_policy_knows_is_checked_against_its_metadata():
+    valid = make_infer(guidance=None)
+    check_infer(decode(encode(valid)), METADATA)
+    native = {"front": np.zeros((48, 64, 3), np.uint8), "wrist": np.zeros((3, 2, 3), np.uint8)}
+    check_infer(make_infer(images=native, guidance=None), METADATA)  # any size: the server resizes as trained
+    check_infer(make_infer(images={"front": native["front"]}, guidance=None), METADATA)  # a camera left out: masked
+    cases = [
+        (make_infer(images={}), ErrorCode.UNKNOWN_CAMERA, "no camera image"),
+        (make_infer(images={"top": np.zeros((6, 8, 3), np.uint8)}), ErrorCode.UNKNOWN_CAMERA, "unknown camera"),
+        (
+            make_infer(images={"front": np.zeros((1, 64, 3), np.uint8), "wrist": np.zeros((6, 8, 3), np.uint8)}),
+            ErrorCode.BAD_VALUE,
+            "1x64 is too thin to resize into 6x8",
+        ),
+        (make_infer(state=np.zeros(5, np.float32), future_state=None), ErrorCode.BAD_VALUE, "state: expected 4 dims"),
+        (make_infer(prefix=np.zeros((2, 4), np.float32), guidance=None), ErrorCode.BAD_VALUE, "expected 3 action dims"),
+        (make_infer(prefix=np.zeros((10, 3), np.float32)), ErrorCode.BAD_VALUE, "10 rows, must be fewer than"),
+        (make_infer(guidance=np.ones((11, 3), np.float32)), ErrorCode.BAD_VALUE, "11 rows exceed chunk_length 10"),
+        (make_infer(delay_steps=11, guidance=None), ErrorCode.BAD_VALUE, "delay_steps=11"),
+        (make_infer(execution_horizon=11, guidance=None), ErrorCode.BAD_VALUE, "execution_horizon=11"),
+        (make_infer(execution_horizon=0, guidance=None), ErrorCode.BAD_VALUE, "execution_horizon=0"),
+        (make_infer(), ErrorCode.BAD_VALUE, "needs schedule 'constant'"),
+    ]
+    for infer, code, match in cases:
+        with pytest.raises(MessageError, match=match) as info:
+            check_infer(infer, METADATA)
+        assert info.value.code is code

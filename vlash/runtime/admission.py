@@ -11,7 +11,7 @@ A refusal is a MessageError whose code is the ERROR to reply with; its text is t
 
 from __future__ import annotations
 
-from robot_io.protocol import ErrorCode, Infer, Limits, MessageError, Metadata, check, validate_infer
+from robot_io.protocol import ErrorCode, Infer, Limits, MessageError, Metadata, check
 
 
 def admit(infer: Infer, metadata: Metadata, limits: Limits, decoded: bool = False) -> Infer:
@@ -25,15 +25,43 @@ def admit(infer: Infer, metadata: Metadata, limits: Limits, decoded: bool = Fals
 
 
 def check_infer(infer: Infer, metadata: Metadata) -> None:
-    """Raise MessageError (code to reply) unless the runtime can serve `infer` (its protocol bounds already checked)."""
-    validate_infer(infer, metadata)
-    h = metadata.chunk_length
+    """Raise MessageError (code to reply) unless the runtime can serve `infer`: what only the policy knows, its protocol
+    bounds (dtypes, ranks, sizes, finiteness, ...) already checked by `decode` or `check`.
+
+    A request may leave out policy cameras the robot does not have (the policy sees them masked, as openpi and LeRobot
+    mask absent cameras), but must carry at least one. Images may have any size: METADATA's camera size is the model's
+    input size, a recommendation; the server resizes (aspect kept, zero padding) as the policy was trained. Only an
+    image too thin to keep one pixel per side after that resize is refused.
+    """
+    expected = {c.name: c for c in metadata.cameras}
+    unknown = sorted(set(infer.images) - set(expected))
+    if unknown:
+        raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"unknown camera(s) {unknown}; the policy has {sorted(expected)}")
+    if not infer.images:  # a camera the robot does not have may be left out (masked); all of them may not
+        raise MessageError(ErrorCode.UNKNOWN_CAMERA, f"no camera image; the policy has {sorted(expected)}")
+    for name, image in infer.images.items():
+        cam, (height, width) = expected[name], image.shape[:2]
+        ratio = max(width / cam.width, height / cam.height, 1e-9)  # resize-with-pad's scale
+        _check(
+            int(height / ratio) >= 1 and int(width / ratio) >= 1,
+            f"image {name!r}: {height}x{width} is too thin to resize into {cam.height}x{cam.width}",
+        )
+    _check(
+        infer.state.shape[0] == metadata.state_dim,
+        f"state: expected {metadata.state_dim} dims, got {infer.state.shape[0]}",
+    )
+    h, a = metadata.chunk_length, metadata.action_dim
+    for name in ("prefix", "guidance"):
+        value = getattr(infer, name)
+        if value is not None:
+            _check(value.shape[1] == a, f"{name}: expected {a} action dims, got {value.shape[1]}")
     d = 0 if infer.prefix is None else len(infer.prefix)
     _check(d < h, f"prefix: {d} rows, must be fewer than chunk_length {h}")
-    _check(infer.delay_steps >= 0, f"delay_steps must be >= 0, got {infer.delay_steps}")
+    if infer.guidance is not None:
+        _check(len(infer.guidance) <= h, f"guidance: {len(infer.guidance)} rows exceed chunk_length {h}")
+    _check(infer.delay_steps <= h, f"delay_steps={infer.delay_steps} exceeds chunk_length {h}")
     s = infer.execution_horizon
-    _check(s is None or s >= 1, f"execution_horizon must be >= 1, got {s}")
-    _check(infer.seed is None or 0 <= infer.seed < 2**63, f"seed must be in [0, 2**63), got {infer.seed}")
+    _check(s is None or 1 <= s <= h, f"execution_horizon={s} must be in [1, chunk_length {h}]")
     schedule = infer.schedule or metadata.schedule
     if infer.guidance is not None:
         _check(len(infer.guidance) >= 1, "guidance: needs at least one row")
