@@ -101,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-step", type=float, default=0.05, help="largest joint change per tick (rad)")
     args = parser.parse_args(argv)
 
+    from robot_io.camera_map import parse_camera_map
     from robot_io.client import PolicyClient
     from robot_io.executors import ExecutorConfig
-    from robot_io.executors.images import parse_camera_map
     from robot_io.protocol.errors import RobotIOError
     from robot_io.run_summary import LABELS
     from robot_io.runner import RunConfig, run_robot

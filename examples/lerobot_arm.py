@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt", default="", help="task instruction")
     args = parser.parse_args(argv)
 
+    from robot_io.camera_map import parse_camera_map
     from robot_io.client import PolicyClient
     from robot_io.executors import ExecutorConfig
-    from robot_io.executors.images import parse_camera_map
     from robot_io.protocol.errors import RobotIOError
     from robot_io.robots.lerobot_factory import make_lerobot_robot
     from robot_io.run_summary import LABELS

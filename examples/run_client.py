@@ -31,9 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     # imported here: --help works without the simulator's dependencies (gymnasium, OpenCV)
+    from robot_io.camera_map import parse_camera_map
     from robot_io.client import PolicyClient
     from robot_io.executors import ExecutorConfig
-    from robot_io.executors.images import parse_camera_map
     from robot_io.robots.base import robot_cameras
     from robot_io.run_summary import LABELS
     from robot_io.runner import RunConfig, run_robot

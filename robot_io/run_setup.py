@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from robot_io.camera_map import resolve_camera_map
 from robot_io.executors import ExecutorConfig
-from robot_io.executors.images import resolve_camera_map
 from robot_io.protocol import Metadata
 from robot_io.protocol.errors import ShapeError
 from robot_io.robots.base import Robot, action_dim, action_state_index, robot_cameras, state_dim

@@ -1,7 +1,7 @@
 """Run a robot under a remote (or fake) policy: ControlLoop + ChunkExecutor + Safety + Robot, then a summary.
 
 Setup (after the handshake): the robot must fit the policy's Metadata: state_dim and action_dim equal, every
-policy camera fed by a robot camera or left out on purpose (robot_io.executors.images's camera map); a mismatch
+policy camera fed by a robot camera or left out on purpose (robot_io.camera_map); a mismatch
 is refused with both sides named. Per tick: observation -> executor.tick (action or None) -> safety.filter
 (clamp; fallback in action space, see robot_io.safety) -> robot.send_action. Between ticks the loop's slack goes
 to executor.receive, so reply arrival times are exact. For robots that do not hold position by themselves a

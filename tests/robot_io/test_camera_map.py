@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_io.executors.images import match_cameras, parse_camera_map, resolve_camera_map
+from robot_io.camera_map import parse_camera_map, resolve_camera_map
+from robot_io.executors.images import match_cameras
 from robot_io.protocol import CameraSpec
 from robot_io.protocol.errors import ShapeError
 

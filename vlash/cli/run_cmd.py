@@ -23,10 +23,10 @@ import math
 import sys
 from contextlib import ExitStack
 
+from robot_io.camera_map import parse_camera_map
 from robot_io.client import PolicyClient
 from robot_io.dataset import DatasetError, check_dataset, open_dataset
 from robot_io.executors import ExecutorConfig
-from robot_io.executors.images import parse_camera_map
 from robot_io.host_load import HostLoad
 from robot_io.protocol import Metadata
 from robot_io.protocol.curve import CurveClientKeys
