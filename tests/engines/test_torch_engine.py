@@ -15,8 +15,8 @@ from vlash.policies.pi05 import load_preset
 from vlash.policies.pi05.examples import random_inputs
 from vlash.policies.pi05.model import PrefixCache
 from vlash.policies.pi05.weights import build_random
+from vlash.sampling import FlowSampler, SamplerConfig
 from vlash.sampling.guidance import GuidanceConfig
-from vlash.sampling.sampler import FlowSampler, SamplerConfig
 
 
 @pytest.fixture(scope="module")

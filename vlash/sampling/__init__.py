@@ -13,9 +13,9 @@ from vlash.sampling.schedule_names import Schedule
 _EXPORTS = {  # name -> submodule (each but .events imports torch): imported on first use
     "BatchStepper": ".batch",
     **dict.fromkeys(("GuidanceConfig", "guidance_weight", "guided_velocity", "rtc_soft_mask"), ".guidance"),
-    **dict.fromkeys(("SamplingPlan", "stack_plans"), ".plan"),
+    **dict.fromkeys(("SamplerConfig", "SamplingPlan", "stack_plans"), ".plan"),
     **dict.fromkeys(("NOT_FINAL", "PREFIX", "Cancelled", "RowEvent", "SampleResult"), ".events"),
-    **dict.fromkeys(("FlowSampler", "SamplerConfig", "SamplingRun"), ".sampler"),
+    **dict.fromkeys(("FlowSampler", "SamplingRun"), ".sampler"),
     **dict.fromkeys(
         ("build_tau_grid", "constant_tau_grid", "global_times", "horizon_aware_tau", "horizon_aware_tau_grid"),
         ".schedules",

@@ -1,4 +1,5 @@
-"""Input validation and the precomputed per-run state of the flow sampler, per row of the batch.
+"""The flow sampler's settings (`SamplerConfig`), input validation and the precomputed per-run state, per row of the
+batch.
 
 A plan's rows may differ in schedule, committed prefix, guided-RTC target and early stop (one plan per request,
 stacked with `stack_plans`); they share the number of steps N, the horizon H and the action dim A.
@@ -6,7 +7,8 @@ stacked with `stack_plans`); they share the number of steps N, the horizon H and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -15,7 +17,46 @@ from torch import Tensor
 from vlash.errors import ShapeError
 from vlash.sampling.events import PREFIX
 from vlash.sampling.guidance import GuidanceConfig, guidance_weight, rtc_soft_mask
-from vlash.sampling.schedules import global_times
+from vlash.sampling.schedules import Schedule, build_tau_grid_f64, global_times
+
+
+@dataclass
+class SamplerConfig:
+    """Settings of `FlowSampler`."""
+
+    num_steps: int = 10  # N Euler steps from t = 1 to t = 0 (pi0.5: 10), >= 1
+    schedule: Schedule | str = Schedule.CONSTANT  # per-token time grid: "constant" or "horizon-aware"
+    alpha: float = 0.6  # horizon-aware exponent of the hit times, > 0 (ignored by "constant")
+    u0: float | None = None  # horizon-aware hit time of the first new action in [0, 1); None: (N-1)/N
+    # Per-token times <= final_tau are snapped to 0 in the grid, so the step that crosses it
+    # integrates straight to tau = 0. An action is final once its tau is exactly 0; it never
+    # changes afterwards. In [0, 1); the constant schedule is unaffected while 1/N > final_tau.
+    final_tau: float = 0.01
+    early_stop_final: int | None = None  # stop once indices [0, k) (prefix included) are final; None: all
+    guidance: GuidanceConfig | None = None  # guided RTC (constant schedule only); None: off
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_steps, int) or self.num_steps < 1:
+            raise ValueError(f"num_steps must be an int >= 1, got {self.num_steps!r}")
+        try:
+            self.schedule = Schedule(self.schedule)
+        except ValueError:
+            names = [s.value for s in Schedule]
+            raise ValueError(f"schedule must be one of {names}, got {self.schedule!r}") from None
+        if not (math.isfinite(self.alpha) and self.alpha > 0):
+            raise ValueError(f"alpha must be a finite float > 0, got {self.alpha!r}")
+        if self.u0 is not None and not 0.0 <= self.u0 < 1.0:
+            raise ValueError(f"u0 must be None or in [0, 1), got {self.u0!r}")
+        if not 0.0 <= self.final_tau < 1.0:
+            raise ValueError(f"final_tau must be in [0, 1), got {self.final_tau!r}")
+        k = self.early_stop_final
+        if k is not None and (not isinstance(k, int) or k < 1):
+            raise ValueError(f"early_stop_final must be None or an int >= 1, got {k!r}")
+        if self.guidance is not None and self.schedule is not Schedule.CONSTANT:
+            raise ValueError(
+                f"guided RTC needs schedule='constant', got schedule={self.schedule.value!r}; "
+                "use a committed prefix for horizon-aware sampling instead"
+            )
 
 
 @dataclass
@@ -88,20 +129,21 @@ def _guidance(
     return target32, mask[None].expand(batch, -1).contiguous(), weights32.contiguous()
 
 
+def tau_grid_f64(config: SamplerConfig, horizon: int, prefix_len: int) -> Tensor:
+    """The float64 [N + 1, H] per-token time grid of `config`'s schedule, times <= final_tau snapped to 0."""
+    grid = build_tau_grid_f64(config.schedule, config.num_steps, horizon, prefix_len, config.alpha, config.u0)
+    return torch.where(grid <= config.final_tau, torch.zeros_like(grid), grid)
+
+
 def make_plan(
-    grid_fn: Callable[[int, int], Tensor],
-    guidance_cfg: GuidanceConfig | None,
-    early_stop_final: int | None,
+    config: SamplerConfig,
     noise: Tensor,
     prefix: Tensor | None,
     guidance_target: Tensor | None,
     guidance_delay: int | None,
 ) -> SamplingPlan:
     """Validate the run inputs (ValueError naming the bad one) and precompute the plan of `noise`'s B rows, all with
-    the same settings.
-
-    grid_fn(horizon, prefix_len) returns the float64 [N + 1, H] tau grid (final_tau snapped).
-    """
+    `config`'s settings."""
     _check_actions("noise", noise, None, None)
     batch, horizon, dim = noise.shape
     d = 0
@@ -114,10 +156,10 @@ def make_plan(
         raise ValueError("guidance_delay given without guidance_target")
     if guidance_delay is not None and prefix is not None and guidance_delay != d:
         raise ValueError(f"guidance_delay {guidance_delay} differs from the prefix length {d}")
-    grid = grid_fn(horizon, d)
+    grid = tau_grid_f64(config, horizon, d)
     frontier, final_at = _finality(grid, d)
     shared_time = (grid[:-1] == grid[:-1, :1]).all(dim=1).tolist()  # decided once, from the float64 grid
-    last = _last_step(frontier, early_stop_final, horizon)
+    last = _last_step(frontier, config.early_stop_final, horizon)
     device = noise.device
     x0 = noise.to(dtype=torch.float32, copy=True)
     if d > 0:
@@ -143,9 +185,9 @@ def make_plan(
     )
     if guidance_target is not None:
         delay = d if guidance_delay is None else guidance_delay
-        target, mask, weights = _guidance(guidance_cfg, guidance_target, delay, noise, grid.shape[0] - 1)
+        target, mask, weights = _guidance(config.guidance, guidance_target, delay, noise, grid.shape[0] - 1)
         plan.guidance_target, plan.guidance_mask, plan.guidance_weights = target, mask, weights
-        plan.guidance_vjp = bool(guidance_cfg is not None and guidance_cfg.vjp)
+        plan.guidance_vjp = bool(config.guidance is not None and config.guidance.vjp)
     return plan
 
 

@@ -16,58 +16,15 @@ Usage:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from vlash.sampling.batch import BatchStepper, SpanFn
 from vlash.sampling.events import RowEvent, SampleResult
-from vlash.sampling.guidance import GuidanceConfig
-from vlash.sampling.plan import SamplingPlan, make_plan
-from vlash.sampling.schedules import Schedule, build_tau_grid_f64
+from vlash.sampling.plan import SamplerConfig, SamplingPlan, make_plan, tau_grid_f64
 from vlash.sampling.velocity import VelocityFn
-
-
-@dataclass
-class SamplerConfig:
-    """Settings of `FlowSampler`."""
-
-    num_steps: int = 10  # N Euler steps from t = 1 to t = 0 (pi0.5: 10), >= 1
-    schedule: Schedule | str = Schedule.CONSTANT  # per-token time grid: "constant" or "horizon-aware"
-    alpha: float = 0.6  # horizon-aware exponent of the hit times, > 0 (ignored by "constant")
-    u0: float | None = None  # horizon-aware hit time of the first new action in [0, 1); None: (N-1)/N
-    # Per-token times <= final_tau are snapped to 0 in the grid, so the step that crosses it
-    # integrates straight to tau = 0. An action is final once its tau is exactly 0; it never
-    # changes afterwards. In [0, 1); the constant schedule is unaffected while 1/N > final_tau.
-    final_tau: float = 0.01
-    early_stop_final: int | None = None  # stop once indices [0, k) (prefix included) are final; None: all
-    guidance: GuidanceConfig | None = None  # guided RTC (constant schedule only); None: off
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.num_steps, int) or self.num_steps < 1:
-            raise ValueError(f"num_steps must be an int >= 1, got {self.num_steps!r}")
-        try:
-            self.schedule = Schedule(self.schedule)
-        except ValueError:
-            names = [s.value for s in Schedule]
-            raise ValueError(f"schedule must be one of {names}, got {self.schedule!r}") from None
-        if not (math.isfinite(self.alpha) and self.alpha > 0):
-            raise ValueError(f"alpha must be a finite float > 0, got {self.alpha!r}")
-        if self.u0 is not None and not 0.0 <= self.u0 < 1.0:
-            raise ValueError(f"u0 must be None or in [0, 1), got {self.u0!r}")
-        if not 0.0 <= self.final_tau < 1.0:
-            raise ValueError(f"final_tau must be in [0, 1), got {self.final_tau!r}")
-        k = self.early_stop_final
-        if k is not None and (not isinstance(k, int) or k < 1):
-            raise ValueError(f"early_stop_final must be None or an int >= 1, got {k!r}")
-        if self.guidance is not None and self.schedule is not Schedule.CONSTANT:
-            raise ValueError(
-                f"guided RTC needs schedule='constant', got schedule={self.schedule.value!r}; "
-                "use a committed prefix for horizon-aware sampling instead"
-            )
 
 
 class SamplingRun(Iterator[RowEvent[Tensor, SampleResult]]):
@@ -119,12 +76,7 @@ class FlowSampler:
 
     def tau_grid(self, horizon: int, prefix_len: int = 0) -> Tensor:
         """The fp32 [N + 1, H] per-token time grid this sampler integrates along (final_tau snapped)."""
-        return self._grid_f64(horizon, prefix_len).float()
-
-    def _grid_f64(self, horizon: int, prefix_len: int) -> Tensor:
-        cfg = self.config
-        grid = build_tau_grid_f64(cfg.schedule, cfg.num_steps, horizon, prefix_len, cfg.alpha, cfg.u0)
-        return torch.where(grid <= cfg.final_tau, torch.zeros_like(grid), grid)
+        return tau_grid_f64(self.config, horizon, prefix_len).float()
 
     def plan(
         self,
@@ -136,10 +88,7 @@ class FlowSampler:
         """Validate the inputs (ValueError, see `start`) and build the plan of `noise`'s rows with these settings.
         Plans of samplers with other settings (schedule, prefix, guidance, early stop) stack into one batch with
         `stack_plans` and run through `BatchStepper`."""
-        cfg = self.config
-        return make_plan(
-            self._grid_f64, cfg.guidance, cfg.early_stop_final, noise, prefix, guidance_target, guidance_delay
-        )
+        return make_plan(self.config, noise, prefix, guidance_target, guidance_delay)
 
     def start(
         self,
