@@ -8,7 +8,8 @@ KIND ...`) so that its Python work is not the measured robot's GIL: what issue 4
 
 A kind runs until SIGTERM, prints "ready" on stdout once every client has connected, "answered" once the server has
 replied to it the first time, and at its end one JSON line of counts: sent, answered (a reply of any kind), refused
-(an error reply or a refusal at connect).
+(an error reply or a refusal at connect). The end comes within STOP_S of the SIGTERM: a client still waiting on a
+connection or a reply (up to TIMEOUT_S each, on a loaded machine) is left behind, so the counts always come back.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ IN_FLIGHT = 50
 FLOOD_CLIENTS = 100
 BOMB_CLIENTS = 4
 TIMEOUT_S = 30.0
+STOP_S = 5.0  # after SIGTERM, the clients get this long to finish; one still waiting on a reply is left behind
 NICE = 19  # the hostile processes' niceness
 KINDS = ("malformed-headers", "websocket-flood", "openpi-bombs")
 
@@ -49,6 +51,10 @@ class Counts:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+
+    def as_dict(self) -> dict[str, int]:
+        with self._lock:
+            return {"sent": self.sent, "answered": self.answered, "refused": self.refused}
 
     def add(self, sent: int = 0, answered: int = 0, refused: int = 0) -> None:
         with self._lock:
@@ -137,8 +143,9 @@ def _clients(count: int, run: Callable[[threading.Event], None], stop: threading
         thread.start()
     ready()
     stop.wait()
+    deadline = time.monotonic() + STOP_S  # the counts are printed on time, whatever a client is still waiting for
     for thread in threads:
-        thread.join(TIMEOUT_S)
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def websocket_flood(url: str, stop: threading.Event, counts: Counts, ready: Callable[[], None]) -> None:
@@ -170,7 +177,7 @@ def run_hostile(kind: str, endpoint: str, openpi_url: str) -> int:
         websocket_flood(openpi_url, stop, counts, ready)
     else:
         openpi_bombs(openpi_url, stop, counts, ready)
-    print(json.dumps({"sent": counts.sent, "answered": counts.answered, "refused": counts.refused}), flush=True)
+    print(json.dumps(counts.as_dict()), flush=True)
     return 0
 
 
