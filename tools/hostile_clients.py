@@ -224,13 +224,19 @@ def wait_answered(hostile: Hostile, timeout_s: float) -> None:
 
 
 def stop_hostile(hostile: Hostile) -> dict:
-    """SIGTERM the process, wait, and return its counts."""
+    """SIGTERM the process, wait, and return its counts; {} with a line on stderr saying why when it printed none."""
     hostile.proc.terminate()
+    killed = False
     try:
         hostile.proc.wait(TIMEOUT_S + 10)
-    except Exception:  # noqa: BLE001 - a client stuck past its own timeouts is killed
+    except subprocess.TimeoutExpired:  # a client stuck past its own timeouts is killed
         hostile.proc.kill()
         hostile.proc.wait()
+        killed = True
     hostile.reader.join(5)
     counts = [line for line in hostile.lines if line.startswith("{")]
+    if not counts:
+        why = f"killed {TIMEOUT_S + 10:g} s after SIGTERM" if killed else f"exit code {hostile.proc.returncode}"
+        print(f"hostile client {hostile.kind} printed no counts ({why}; reader alive: {hostile.reader.is_alive()})",
+              file=sys.stderr, flush=True)  # fmt: skip
     return json.loads(counts[-1]) if counts else {}
