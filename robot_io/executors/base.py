@@ -5,7 +5,8 @@ Per control tick k (`tick(k, observation)`): (1) replies that arrived are ingest
 whose needed actions are final takes over; (3) a request is launched if the mode says so, built from the
 observation of step k; (4) the running chunk's action for k is returned, or None (hold: waiting for the first
 or a sync chunk, or a missed deadline when the running chunk has no valid action). The delay d is estimated
-online (DelayEstimator); the modes differ only in `_due`, `_plan` and `_usable` (see strategies.py).
+online (DelayEstimator); the modes differ only in the strategy hooks (`_due`, `_plan`, `_usable`, `_blend`, ...: see
+strategies.py), and no mode writes the base's state.
 Never raises in the loop on server trouble: errors, drops, timeouts and stale replies are counted (`counts`).
 
 Two chunks at most are held, each a ChunkRecord (chunk.py): `pending` (requested, not running yet) and `current`
@@ -177,6 +178,10 @@ class ChunkExecutor:
         """True: the delay estimate uses time-to-first-needed-action (faster), else the full latency."""
         return False
 
+    def _blend(self, step: int, action: np.ndarray) -> np.ndarray:
+        """The command at `step`, given the running chunk's own `action` for it (default: that action)."""
+        return action
+
     def _first_plan(self, step: int) -> Plan:
         """A request with nothing to overlap with: wait for it, run it from index 0 on arrival (sync semantics)."""
         return Plan("sync", switch_step=step, first_index=0, align=False)
@@ -262,8 +267,8 @@ class ChunkExecutor:
         action = cur.command(step)
         if action is None:
             self.counts = self.counts.plus(missed_deadlines=1)
-        else:
-            self._last_command = action
+            return None
+        self._last_command = action = self._blend(step, action)
         return action
 
     # ------------------------------------------------------------------ replies, errors and the link

@@ -155,16 +155,12 @@ class EnsembleExecutor(NaiveExecutor):
         if self.current is not before and self.current is not None:
             self._live.append(self.current)
 
-    def _command(self, step: int) -> np.ndarray | None:
-        action = super()._command(step)  # waiting, counts, and the newest chunk's own action
+    def _blend(self, step: int, action: np.ndarray) -> np.ndarray:
+        """Every live chunk's action for `step` (the newest's is `action`), averaged with ACT's weights."""
         self._live = [c for c in self._live if c.index_at(step) < c.length]
-        if action is None:
-            return None
         actions = [a for a in (c.command(step) for c in self._live) if a is not None]
         weights = np.exp(-self.config.ensemble_decay * np.arange(len(actions)))
-        mixed = np.einsum("i,ij->j", weights / weights.sum(), np.stack(actions)).astype(np.float32)
-        self._last_command = mixed
-        return mixed
+        return np.einsum("i,ij->j", weights / weights.sum(), np.stack(actions)).astype(np.float32)
 
 
 EXECUTORS: dict[str, type[ChunkExecutor]] = {
