@@ -57,19 +57,16 @@ def check_infer(infer: Infer, metadata: Metadata) -> None:
             _check(value.shape[1] == a, f"{name}: expected {a} action dims, got {value.shape[1]}")
     d = 0 if infer.prefix is None else len(infer.prefix)
     _check(d < h, f"prefix: {d} rows, must be fewer than chunk_length {h}")
-    if infer.guidance is not None:
-        _check(len(infer.guidance) <= h, f"guidance: {len(infer.guidance)} rows exceed chunk_length {h}")
     _check(infer.delay_steps <= h, f"delay_steps={infer.delay_steps} exceeds chunk_length {h}")
     s = infer.execution_horizon
     _check(s is None or 1 <= s <= h, f"execution_horizon={s} must be in [1, chunk_length {h}]")
-    schedule = infer.schedule or metadata.schedule
     if infer.guidance is not None:
-        _check(len(infer.guidance) >= 1, "guidance: needs at least one row")
+        rows, schedule = len(infer.guidance), infer.schedule or metadata.schedule
+        _check(1 <= rows <= h, f"guidance: {rows} rows, must be 1 to chunk_length {h}")
         _check(schedule == "constant", f"guidance (guided RTC) needs schedule 'constant', got {schedule!r}")
         delay = d if d else infer.delay_steps
-        s = s if s is not None else max(1, h - len(infer.guidance))
+        s = s if s is not None else max(1, h - rows)
         _check(delay + s <= h, f"delay {delay} + execution_horizon {s} exceeds chunk_length {h}")
-
 
 def _check(ok: bool, message: str) -> None:
     if not ok:
