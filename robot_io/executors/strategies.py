@@ -157,8 +157,9 @@ class EnsembleExecutor(NaiveExecutor):
 
     def _blend(self, step: int, action: np.ndarray) -> np.ndarray:
         """Every live chunk's action for `step` (the newest's is `action`), averaged with ACT's weights."""
-        self._live = [c for c in self._live if c.index_at(step) < c.length]
-        actions = [a for a in (c.command(step) for c in self._live) if a is not None]
+        self._live = [c for c in self._live if c.index_at(step) < c.length]  # the running chunk is the last
+        older = (c.command(step) for c in self._live[:-1])
+        actions = [*(a for a in older if a is not None), action]
         weights = np.exp(-self.config.ensemble_decay * np.arange(len(actions)))
         return np.einsum("i,ij->j", weights / weights.sum(), np.stack(actions)).astype(np.float32)
 
