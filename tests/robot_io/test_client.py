@@ -61,9 +61,15 @@ class FakeServer:
     """A ROUTER answering each decoded request with handler(request) -> list of replies (messages, or lists of
     raw frames), in a thread."""
 
-    def __init__(self, endpoint: str, handler: Callable = reply_normally, curve: tuple[Path, Path] | None = None):
+    def __init__(
+        self,
+        endpoint: str,
+        handler: Callable = reply_normally,
+        keys_dir: Path | None = None,  # CurveZMQ (with allow_dir): the server's key pair
+        allow_dir: Path | None = None,
+    ):
         self.context = zmq.Context()
-        self.curve = CurveServer(self.context, *(curve or (None, None)))  # (keys dir, allow-list dir)
+        self.curve = CurveServer(self.context, keys_dir, allow_dir)  # a no-op without keys_dir
         self.curve.start()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
@@ -306,7 +312,7 @@ def test_curve_server_refuses_unknown_keys_and_accepts_allowed_ones(tmp_path):
     _, bad_secret = generate_keypair(keys, "bad")
     allowed.mkdir()
     (allowed / "good.key").write_bytes(good_public.read_bytes())
-    srv = FakeServer("tcp://127.0.0.1:*", curve=(keys, allowed))
+    srv = FakeServer("tcp://127.0.0.1:*", keys_dir=keys, allow_dir=allowed)
     try:
         server_public = keys / "server.key"
         good = CurveClientKeys.from_files(good_secret, server_public)

@@ -44,6 +44,7 @@ class CurveServer:
             )
         if self._allow_dir is None or not any(self._allow_dir.glob("*.key")):
             raise ConfigError(f"allow-list directory {allow_dir} holds no client public keys (*.key)")
+        require_curve()
         try:
             self._keys = load_keypair(secret)
         except (ValueError, OSError) as exc:
@@ -64,7 +65,6 @@ class CurveServer:
     def start(self) -> None:
         """Start the authenticator (before the socket binds; `stop()` it on shutdown)."""
         if self._keys is not None and self._auth is None:
-            require_curve()
             self._auth = ThreadAuthenticator(self._context)
             self._auth.start()
             self._auth.configure_curve_callback(domain="*", credentials_provider=AllowedKeys(self._allow_dir))
@@ -72,7 +72,6 @@ class CurveServer:
     def configure(self, socket: zmq.Socket) -> None:
         """Call before bind()."""
         if self._keys is not None:
-            require_curve()
             socket.curve_publickey, socket.curve_secretkey = self._keys
             socket.curve_server = True
 
