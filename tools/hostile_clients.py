@@ -228,15 +228,15 @@ def stop_hostile(hostile: Hostile) -> dict:
     hostile.proc.terminate()
     killed = False
     try:
-        hostile.proc.wait(TIMEOUT_S + 10)
-    except subprocess.TimeoutExpired:  # a client stuck past its own timeouts is killed
+        hostile.proc.wait(STOP_S + 10)
+    except subprocess.TimeoutExpired:  # it prints its counts within STOP_S: one still running is wedged, and killed
         hostile.proc.kill()
         hostile.proc.wait()
         killed = True
     hostile.reader.join(5)
     counts = [line for line in hostile.lines if line.startswith("{")]
     if not counts:
-        why = f"killed {TIMEOUT_S + 10:g} s after SIGTERM" if killed else f"exit code {hostile.proc.returncode}"
+        why = f"killed {STOP_S + 10:g} s after SIGTERM" if killed else f"exit code {hostile.proc.returncode}"
         print(f"hostile client {hostile.kind} printed no counts ({why}; reader alive: {hostile.reader.is_alive()})",
               file=sys.stderr, flush=True)  # fmt: skip
     return json.loads(counts[-1]) if counts else {}
