@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import ctypes
 import importlib.metadata
 import json
 import os
@@ -196,12 +195,16 @@ class Worker:
 
 
 _LIVE_BURNERS: set[subprocess.Popen] = set()
-_PRCTL = getattr(ctypes.CDLL(None), "prctl", None) if sys.platform.startswith("linux") else None
-
-
-def _die_with_parent() -> None:
-    if _PRCTL is not None:  # PR_SET_PDEATHSIG: SIGKILL when this process dies, however it dies
-        _PRCTL(1, signal.SIGKILL)
+# The burner asks Linux to SIGKILL it when its parent dies, however the parent dies (PR_SET_PDEATHSIG), then exits if
+# the parent is already gone (the race before the request). It does so itself: nothing runs between fork and exec
+# (a preexec_fn can deadlock in a parent with threads: torch's, JAX's).
+DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "if sys.platform.startswith('linux'):\n"
+    "    ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "    if os.getppid() != int(sys.argv[1]):\n"
+    "        sys.exit(0)\n"
+)
 
 
 def stop_process(proc: subprocess.Popen) -> None:
@@ -221,7 +224,7 @@ atexit.register(lambda: [stop_process(p) for p in list(_LIVE_BURNERS)])
 @contextlib.contextmanager
 def burner(settle_s: float = SETTLE_S) -> Iterator[subprocess.Popen]:
     """One busy core (`python -c "while True: pass"`) for the body; always stopped and reaped on the way out."""
-    proc = subprocess.Popen([sys.executable, "-c", BURN], preexec_fn=_die_with_parent)
+    proc = subprocess.Popen([sys.executable, "-c", DIE_WITH_PARENT + BURN, str(os.getpid())])
     _LIVE_BURNERS.add(proc)
     try:
         time.sleep(settle_s)

@@ -220,7 +220,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.hostile:
-        return run_hostile(args.hostile, args.endpoint, args.openpi_url)
+        return run_hostile(args.hostile, args.endpoint, args.openpi_url, args.hostile_nice)
     server = Server(args.policy, args.threads)
     cells = []
     try:

@@ -163,8 +163,9 @@ def openpi_bombs(url: str, stop: threading.Event, counts: Counts, ready: Callabl
     _clients(BOMB_CLIENTS, lambda s: _websocket_client(url, lambda _: [bombs[next(turn) % 3]], s, counts), stop, ready)
 
 
-def run_hostile(kind: str, endpoint: str, openpi_url: str) -> int:
-    """The `--hostile KIND` process: run until SIGTERM, then print the counts."""
+def run_hostile(kind: str, endpoint: str, openpi_url: str, nice: int) -> int:
+    """The `--hostile KIND` process: at niceness `nice`, run until SIGTERM, then print the counts."""
+    os.nice(nice)
     stop, counts = threading.Event(), Counts(on_first_answer=lambda: print("answered", flush=True))
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
@@ -194,9 +195,10 @@ class Hostile:
 
 def start_hostile(kind: str, endpoint: str, openpi_url: str, tool: str, nice: int = NICE) -> Hostile:
     """The `kind` process at niceness `nice`, started and running (its "ready" read)."""
+    # niced (by itself, at its start: nothing runs between fork and exec in this threaded process): on a real robot
+    # network the attacker's own CPU is another machine's, not the server's cores
     cmd = [sys.executable, tool, "--hostile", kind, "--endpoint", endpoint, "--openpi-url", openpi_url]
-    # niced: on a real robot network the attacker's own CPU is another machine's, not the server's cores
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.nice(nice))
+    proc = subprocess.Popen([*cmd, "--hostile-nice", str(nice)], stdout=subprocess.PIPE, text=True)
     lines: list[str] = []
     ready, answered = threading.Event(), threading.Event()
 

@@ -3,10 +3,14 @@ with two settings. Nothing here depends on how fast the machine is or how much t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +61,56 @@ def test_the_burner_is_stopped_and_reaped_even_when_the_body_raises():
         raise RuntimeError("boom")
     assert proc.returncode is not None and _gone(proc.pid)
     assert not tool._LIVE_BURNERS
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state first), or None when the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+
+
+def _stopped(pid: int) -> bool:
+    """Gone, or a zombie (killed, waiting for a reaper that is not this process)."""
+    stat = _proc_stat(pid)
+    return stat is None or stat[0] == "Z"
+
+
+def _cpu_ticks(pid: int) -> int:
+    stat = _proc_stat(pid)
+    return 0 if stat is None else int(stat[11]) + int(stat[12])  # utime + stime (fields 14 and 15 of the file)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_burner_dies_with_its_parent_however_the_parent_dies():
+    burn = tool.DIE_WITH_PARENT + tool.BURN
+    spawn = "import os, subprocess, sys, time\n"
+    spawn += f"p = subprocess.Popen([sys.executable, '-c', {burn!r}, str(os.getpid())])\n"
+    spawn += "print(p.pid, flush=True)\ntime.sleep(60)"
+    parent = subprocess.Popen([sys.executable, "-c", spawn], stdout=subprocess.PIPE, text=True)
+    burner_pid = int(parent.stdout.readline())
+    try:
+        deadline = time.monotonic() + 30  # spinning for 0.2 s of CPU: past its start-up, in the loop
+        while _cpu_ticks(burner_pid) < 0.2 * os.sysconf("SC_CLK_TCK") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _stopped(burner_pid)
+        parent.kill()  # SIGKILL: no atexit, no finally
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while not _stopped(burner_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _stopped(burner_pid)
+    finally:  # a burner that outlived its parent is not left spinning
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(burner_pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_burner_whose_parent_died_before_it_asked_exits_at_once():
+    # the parent it is told of (pid 1) is not its parent: as if its own had died before the request took effect
+    run = subprocess.run([sys.executable, "-c", tool.DIE_WITH_PARENT + tool.BURN, "1"], timeout=60)
+    assert run.returncode == 0
 
 
 def test_a_worker_that_dies_while_building_is_reported_and_reaped(capfd):
