@@ -68,6 +68,7 @@ def check_infer(infer: Infer, metadata: Metadata) -> None:
         s = s if s is not None else max(1, h - rows)
         _check(delay + s <= h, f"delay {delay} + execution_horizon {s} exceeds chunk_length {h}")
 
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise MessageError(ErrorCode.BAD_VALUE, message)
